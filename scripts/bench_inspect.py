@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Benchmark ``memory:inspect``: page latency must not grow with history, and a pinned
+walk must stream the whole history at a fair fraction of a plain table scan.
+
+Run from the repository root:
+
+    .venv/bin/python scripts/bench_inspect.py            # 10k vs 1M versions (~10 minutes)
+    .venv/bin/python scripts/bench_inspect.py --quick    # 10k vs 100k versions, ~60 s
+
+One agent's history is grown with multi-change commits (``Store.apply``, ``--batch``
+Puts each) over ``versions / 10`` paths, so every path has up to ten versions and
+most versions are superseded; each version has two heading chunks and one wiki link.
+At each size, inspect (called in-process, as the HTTP route does) is timed for one
+page of each listing — chunks (50), graph nodes (100), log (50) — at the start, the
+middle and the end of the walk, pinned at the store's ``readTimestamp``. Then the
+whole agent is walked pinned (chunks, pages of 200; at both sizes, or only the small
+one with ``--quick``) and compared with a plain ``SELECT`` of the same agent's
+versions in the same run.
+
+The working tree is switched off while building: it is derived, inspect never reads
+it, and on ext4 every rewrite of an existing file (a new version) costs a forced
+flush (``auto_da_alloc``), which would make a 1M-version build take hours. Nothing
+here asserts: a MISS is a finding to explain (see docs/benchmarks.md, "Inspect").
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memfs import inspect as inspect_mod
+from memfs.commits import parse_ts
+from memfs.store import Put, Store
+from memfs.tokens import Signer
+from memfs.worktree import WorkTree
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT = "bench/inspect"
+ACTOR = "bench"
+VERSIONS_PER_PATH = 10
+# listing → page size measured (the contract's defaults)
+PAGES = {"chunks": 50, "nodes": 100, "log": 50}
+WALK_PAGE = 200
+
+
+@dataclass
+class Line:
+    name: str
+    value: str
+    target: str = ""
+    ok: bool | None = None
+
+
+class Report:
+    def __init__(self) -> None:
+        self.lines: list[Line] = []
+
+    def add(self, name: str, value: str, target: str = "", ok: bool | None = None) -> None:
+        self.lines.append(Line(name, value, target, ok))
+        verdict = "" if ok is None else ("PASS" if ok else "MISS")
+        tail = f"  target {target}  {verdict}" if target else ""
+        print(f"  {name}: {value}{tail}", flush=True)
+
+    def table(self) -> str:
+        rows = ["| measurement | result | target | verdict |", "|---|---|---|---|"]
+        for line in self.lines:
+            verdict = "" if line.ok is None else ("PASS" if line.ok else "MISS")
+            rows.append(f"| {line.name} | {line.value} | {line.target} | {verdict} |")
+        return "\n".join(rows)
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f} ms"
+
+
+def machine_facts(folder: Path) -> list[tuple[str, str]]:
+    cpu = "?"
+    mem = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    mount = "?"
+    try:
+        real, best = str(folder.resolve()), -1
+        for entry in Path("/proc/mounts").read_text().splitlines():
+            parts = entry.split()
+            inside = len(parts) >= 3 and (real + "/").startswith(parts[1].rstrip("/") + "/")
+            if inside and len(parts[1]) > best:
+                best, mount = len(parts[1]), f"{parts[2]} at {parts[1]}"
+    except OSError:
+        pass
+    return [
+        ("date", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
+        ("cpus", f"{os.cpu_count()} x {cpu}"),
+        ("memory", mem),
+        ("os", platform.platform()),
+        ("python", f"{platform.python_implementation()} {platform.python_version()}"),
+        ("sqlite", sqlite3.sqlite_version),
+        ("bench dir", f"{folder} ({mount})"),
+    ]
+
+
+# ---- building the history ----------------------------------------------------------
+
+
+def content(i: int, paths: int) -> bytes:
+    """Version ``i // paths + 1`` of path ``i % paths``: two heading chunks, one link."""
+    p, v = i % paths, i // paths + 1
+    return (
+        f"# Note {p}\n\nVersion {v}: the user prefers short answers; see [[f{(p + 1) % 100:02d}/"
+        f"n{(p + 1) % paths:07d}]].\n\n## Details\n\nEdited in step {i}.\n"
+    ).encode()
+
+
+def path_of(i: int, paths: int) -> str:
+    p = i % paths
+    return f"/memories/f{p % 100:02d}/n{p:07d}.md"
+
+
+def grow(store: Store, have: int, want: int, paths: int, batch: int) -> float:
+    """Add versions ``have``..``want``-1; seconds taken. A batch never repeats a path."""
+    began = last = time.perf_counter()
+    done = have
+    while done < want:
+        upto = min(want, done + batch, (done // paths + 1) * paths)
+        ops = [Put(path_of(i, paths), content(i, paths)) for i in range(done, upto)]
+        store.apply(AGENT, ops, actor=ACTOR, message=f"bulk {done}-{upto - 1}")
+        done = upto
+        now = time.perf_counter()
+        if now - last > 20:
+            last = now
+            say(f"    {done:,} versions ({(done - have) / (now - began):,.0f} versions/s)")
+    return time.perf_counter() - began
+
+
+# ---- measuring -----------------------------------------------------------------------
+
+
+def call(
+    store: Store, signer: Signer, listing: str, limit: int, token: str | None, pin: int | None
+) -> dict[str, Any]:
+    pages = {listing: inspect_mod.Page(limit, token)}
+    target = inspect_mod.Target("agent", AGENT)
+    return inspect_mod.inspect(store, target, pages, pin, signer)
+
+
+def positions(store: Store, listing: str, pin: int, limit: int) -> dict[str, Any]:
+    """Where a page starts: ``None`` (the first page), the middle, and the last page."""
+    with store.index.read() as conn:
+        if listing == "log":
+            total = conn.execute(
+                "SELECT COUNT(*) FROM commits WHERE agent_id=? AND visible_at<=?", (AGENT, pin)
+            ).fetchone()[0]
+
+            def at(offset: int) -> Any:
+                row = conn.execute(
+                    "SELECT visible_at, agent_id, revision FROM commits WHERE agent_id=?"
+                    " AND visible_at<=? ORDER BY visible_at, revision LIMIT 1 OFFSET ?",
+                    (AGENT, pin, offset),
+                ).fetchone()
+                return [row[0], row[1], 0, "", row[2]]
+        else:
+            total = conn.execute(
+                "SELECT COUNT(*) FROM versions WHERE agent_id=? AND sha256 IS NOT NULL"
+                " AND visible_from<=?",
+                (AGENT, pin),
+            ).fetchone()[0]
+
+            def at(offset: int) -> Any:
+                row = conn.execute(
+                    "SELECT agent_id, path, version FROM versions WHERE agent_id=?"
+                    " AND sha256 IS NOT NULL AND visible_from<=? ORDER BY path, version"
+                    " LIMIT 1 OFFSET ?",
+                    (AGENT, pin, offset),
+                ).fetchone()
+                # chunks: after chunk 1 (the last) of that version; nodes: after it
+                return [*row, 1] if listing == "chunks" else list(row)
+
+        per_item = 2 if listing == "chunks" else 1  # two chunks per version
+        return {
+            "start": None,
+            "middle": at(total // 2),
+            "end": at(max(0, total - limit // per_item // 2)),
+        }
+
+
+def page_latency(
+    store: Store, signer: Signer, pin: int, repeat: int
+) -> dict[tuple[str, str], list[float]]:
+    """Latencies of one page of each listing at the start, middle and end of the walk."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for listing, limit in PAGES.items():
+        for where, position in positions(store, listing, pin, limit).items():
+            token = (
+                None
+                if position is None
+                # the bench builds the position a previous page's token would carry
+                else inspect_mod._encode(
+                    signer, listing, inspect_mod.Target("agent", AGENT), pin, position
+                )
+            )
+            body = call(store, signer, listing, limit, token, pin)
+            got = body["vectors"]["chunks"] if listing == "chunks" else None
+            got = got if got is not None else body.get("graph", {}).get("nodes")
+            got = got if got is not None else body["log"]["steps"]
+            if not got:
+                raise SystemExit(f"{listing} page at {where} is empty")
+            samples: list[float] = []
+            for _ in range(repeat):
+                began = time.perf_counter()
+                call(store, signer, listing, limit, token, pin)
+                samples.append(time.perf_counter() - began)
+            out[(listing, where)] = samples
+    return out
+
+
+def walk(store: Store, signer: Signer, pin: int) -> tuple[int, float]:
+    """Chunks of the whole agent, walked pinned in pages of WALK_PAGE; (count, seconds)."""
+    count, token = 0, None
+    began = time.perf_counter()
+    while True:
+        body = call(store, signer, "chunks", WALK_PAGE, token, pin)
+        count += len(body["vectors"]["chunks"])
+        token = body["nextChunkToken"] or None
+        if token is None:
+            return count, time.perf_counter() - began
+
+
+def scan(store: Store) -> tuple[int, float]:
+    """The baseline: one plain SELECT of the agent's stored versions; (rows, seconds)."""
+    began = time.perf_counter()
+    with store.index.read() as conn:
+        rows = conn.execute(
+            "SELECT agent_id, path, version, sha256, bytes, description, valid_from, valid_to,"
+            " visible_to, revision FROM versions WHERE agent_id=? AND sha256 IS NOT NULL"
+            " ORDER BY path, version",
+            (AGENT,),
+        ).fetchall()
+    return len(rows), time.perf_counter() - began
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10k vs 100k versions, < ~60 s")
+    parser.add_argument("--small", type=int, help="versions of the small store (default 10k)")
+    parser.add_argument("--big", type=int, help="versions of the big store (1M; quick 100k)")
+    parser.add_argument("--batch", type=int, default=200, help="Puts per commit (default 200)")
+    parser.add_argument("--repeat", type=int, help="timed calls per page (default 30; quick 10)")
+    parser.add_argument("--dir", type=Path, default=REPO / "data", help="parent of the temp dir")
+    parser.add_argument("--keep", action="store_true", help="leave the temp data in place")
+    args = parser.parse_args(argv)
+    small = args.small or 10_000
+    big = args.big or (100_000 if args.quick else 1_000_000)
+    repeat = args.repeat or (10 if args.quick else 30)
+    if not 0 < small < big or args.batch < 1:
+        parser.error("need 0 < --small < --big and --batch >= 1")
+
+    args.dir.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="bench-inspect-", dir=args.dir))
+    say(
+        f"memfs inspect benchmark ({'quick' if args.quick else 'full'}): {small:,} vs "
+        f"{big:,} versions of one agent, {args.batch} Puts per commit"
+    )
+    facts = machine_facts(root)
+    for key, value in facts:
+        say(f"  {key}: {value}")
+    # Derived and unread by inspect; see the module docstring.
+    WorkTree.update = lambda *a, **k: None  # type: ignore[method-assign]
+    report = Report()
+    began = time.perf_counter()
+    store = Store(root / "data")
+    try:
+        store.create_agent(AGENT)
+        signer = Signer.for_data_dir(root / "data")
+        paths = big // VERSIONS_PER_PATH
+        latency: dict[int, dict[tuple[str, str], list[float]]] = {}
+        walks: dict[int, tuple[int, float, int, float]] = {}
+        have, building = 0, 0.0
+        for size in (small, big):
+            say(f"\n  growing to {size:,} versions")
+            building += grow(store, have, size, paths, args.batch)
+            have = size
+            gc.collect()
+            # Pinned as a client pins a walk: at the first response's readTimestamp.
+            pin = parse_ts(call(store, signer, "log", 1, None, None)["readTimestamp"])
+            latency[size] = page_latency(store, signer, pin, repeat)
+            for (listing, where), samples in latency[size].items():
+                say(f"    {listing:<6} page at {where:<6}: p50 {ms(statistics.median(samples))}")
+            if args.quick and size == big:
+                continue  # a whole walk of the big store takes minutes; full mode does it
+            chunks, walked = walk(store, signer, pin)
+            rows, scanned = scan(store)
+            walks[size] = (chunks, walked, rows, scanned)
+            say(
+                f"    pinned walk: {chunks:,} chunks in {walked:.2f} s "
+                f"({chunks / walked:,.0f} chunks/s); SELECT scan: {rows:,} rows in "
+                f"{scanned:.3f} s ({rows / scanned:,.0f} rows/s)"
+            )
+        say("")
+        report.add(
+            "build (Store.apply, tree off)",
+            f"{big:,} versions in {building:.0f} s ({big / building:,.0f} versions/s)",
+        )
+        for listing, limit in PAGES.items():
+            for where in ("start", "middle", "end"):
+                a = statistics.median(latency[small][(listing, where)])
+                b = statistics.median(latency[big][(listing, where)])
+                report.add(
+                    f"{listing} page of {limit} at {where}, {big:,} / {small:,}",
+                    f"{ms(b)} / {ms(a)} = {b / a:.2f}x",
+                    "<= 1.5x",
+                    b / a <= 1.5,
+                )
+        for size, (chunks, walked, rows, scanned) in walks.items():
+            report.add(
+                f"pinned walk at {size:,} versions",
+                f"{chunks / walked:,.0f} chunks/s ({chunks:,} chunks in {walked:.1f} s); "
+                f"SELECT scan {rows / scanned:,.0f} rows/s; scan/walk "
+                f"{(rows / scanned) / (chunks / walked):.1f}x",
+            )
+        say(f"\nfinished in {time.perf_counter() - began:.0f} s\n")
+        say("| fact | value |\n|---|---|")
+        for key, value in facts:
+            say(f"| {key} | {value} |")
+        say("")
+        say(report.table())
+    finally:
+        store.close()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

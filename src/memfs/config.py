@@ -1,0 +1,105 @@
+"""Settings of a memfs server: ``MEMFS_*`` environment variables and matching flags.
+
+Every value is checked when the server starts; a bad one stops it with a message
+that names the variable, so nothing runs half-configured.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from memfs.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class Settings:
+    data: Path = Path("data")
+    admin_key: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8750
+    workers: int = 1
+    page_items: int = 200
+    memory_bytes: int = 102_400
+    webhook_body_bytes: int = 262_144
+    webhook_tolerance_seconds: int = 300
+    run_concurrency: int = 4
+    retry_base_ms: int = 1000
+    delivery_retention_hours: int = 72
+
+
+# name → (environment variable, minimum, maximum) for the integer settings
+_INTEGERS: dict[str, tuple[str, int, int]] = {
+    "port": ("MEMFS_PORT", 1, 65_535),
+    "workers": ("MEMFS_WORKERS", 1, 64),
+    "page_items": ("MEMFS_PAGE_ITEMS", 1, 10_000),
+    "memory_bytes": ("MEMFS_MEMORY_BYTES", 1, 64 * 1024 * 1024),
+    "webhook_body_bytes": ("MEMFS_WEBHOOK_BODY_BYTES", 1, 64 * 1024 * 1024),
+    "webhook_tolerance_seconds": ("MEMFS_WEBHOOK_TOLERANCE_SECONDS", 1, 86_400),
+    "run_concurrency": ("MEMFS_RUN_CONCURRENCY", 1, 256),
+    "retry_base_ms": ("MEMFS_RETRY_BASE_MS", 0, 3_600_000),
+    "delivery_retention_hours": ("MEMFS_DELIVERY_RETENTION_HOURS", 72, 24 * 365),
+}
+
+ENVIRONMENT = (
+    "MEMFS_DATA",
+    "MEMFS_ADMIN_KEY",
+    "MEMFS_HOST",
+    *(env for env, _lo, _hi in _INTEGERS.values()),
+)
+
+
+def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Settings:
+    """Settings from ``env`` with non-None ``overrides`` (command-line flags) on top."""
+    values: dict[str, object] = {}
+    raw: dict[str, tuple[str, object]] = {}
+    for name, (var, _lo, _hi) in _INTEGERS.items():
+        if var in env:
+            raw[name] = (var, env[var])
+    for name, var in (
+        ("data", "MEMFS_DATA"),
+        ("admin_key", "MEMFS_ADMIN_KEY"),
+        ("host", "MEMFS_HOST"),
+    ):
+        if var in env:
+            raw[name] = (var, env[var])
+    for name, value in overrides.items():
+        if value is not None:
+            raw[name] = (f"--{name.replace('_', '-')}", value)
+    for name, (source, value) in raw.items():
+        values[name] = _check(name, source, value)
+    known = {f.name for f in fields(Settings)}
+    return Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
+
+
+def _check(name: str, source: str, value: object) -> object:
+    if name in _INTEGERS:
+        _var, lo, hi = _INTEGERS[name]
+        text = str(value).strip()
+        if not text.isascii() or not text.isdigit() or not lo <= int(text) <= hi:
+            raise InvalidRequest(f"{source}={value!r}: expected an integer from {lo} to {hi}")
+        return int(text)
+    if name == "data":
+        folder = str(value)
+        if not folder.strip() or "\x00" in folder:
+            # Path("") is the current directory: never serve that by accident.
+            raise InvalidRequest(f"{source}={folder!r}: expected the path of a data folder")
+        return Path(folder)
+    if name == "host":
+        host = str(value)
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            if host != "localhost":
+                raise InvalidRequest(
+                    f"{source}={host!r}: expected an IP address such as 127.0.0.1 or localhost"
+                ) from None
+        return host
+    if name == "admin_key":
+        key = str(value)
+        if len(key) < 16 or not key.isascii() or not key.isprintable() or " " in key:
+            raise InvalidRequest(f"{source}: the admin key must be 16+ printable ASCII characters")
+        return key
+    return value

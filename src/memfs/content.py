@@ -1,0 +1,138 @@
+"""What memfs reads out of a memory's bytes: UTF-8 text, frontmatter, description.
+
+The bytes are stored exactly as given; parsing only derives ``description`` and the
+scalar ``metadata`` that listings filter on. Parsing uses python-frontmatter's YAML
+handler so the frontmatter rules are the ones people already know.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+import frontmatter.default_handlers
+import yaml
+
+from memfs.errors import InvalidRequest, PayloadTooLarge
+
+Scalar = str | int | float | bool | None
+
+_HANDLER = frontmatter.default_handlers.YAMLHandler()
+
+
+@dataclass(frozen=True)
+class Parsed:
+    sha256: str
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar] = field(default_factory=dict)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def decode(data: bytes, *, field_name: str = "content") -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            f"content is not valid UTF-8 (byte {exc.start})", field=field_name
+        ) from None
+
+
+def parse(data: bytes, *, limit: int) -> Parsed:
+    """Check size, encoding and frontmatter of a memory; raise InvalidRequest/PayloadTooLarge."""
+    if len(data) > limit:
+        raise PayloadTooLarge(
+            f"memory is {len(data)} bytes; the limit is {limit} (MEMFS_MEMORY_BYTES)",
+            field="content",
+        )
+    text = decode(data)
+    if "\x00" in text:
+        raise InvalidRequest("content must not contain NUL characters", field="content")
+    meta = _frontmatter(text)
+    description = meta.pop("description", None)
+    if description is not None and not isinstance(description, str):
+        raise InvalidRequest("frontmatter 'description' must be a string", field="content")
+    metadata: dict[str, Scalar] = {}
+    for key, value in meta.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            metadata[key] = str(value)  # JSON has no NaN or infinity
+        elif value is None or isinstance(value, (str, bool, int, float)):
+            metadata[key] = value
+        elif isinstance(value, (dt.date, dt.datetime, dt.time)):
+            metadata[key] = value.isoformat()
+        # Lists and mappings stay in the file but are not filterable metadata.
+    return Parsed(sha256_hex(data), len(data), description, metadata)
+
+
+def _frontmatter(text: str) -> dict[str, object]:
+    if not _HANDLER.detect(text):
+        return {}
+    try:
+        head, _ = _HANDLER.split(text)
+    except ValueError:
+        return {}  # an opening '---' with no closing one is a thematic break, not YAML
+    try:
+        loaded = _HANDLER.load(head)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        # The frontmatter text starts where the opening '---' match ends: on line 1
+        # (its rest), or further down when the match swallowed blank lines after it.
+        boundary = _HANDLER.FM_BOUNDARY
+        opening = boundary.match(text) if boundary is not None else None
+        first = text.count("\n", 0, opening.end()) if opening is not None else 0
+        where = f" on line {first + mark.line + 1}" if mark is not None else ""
+        raise InvalidRequest(
+            f"invalid YAML frontmatter{where}: {problem}", field="content"
+        ) from None
+    except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        # Well-formed YAML whose value its type can't hold: 'date: 2024-13-01', '!!int x'.
+        boundary = _HANDLER.FM_BOUNDARY
+        opening = boundary.match(text) if boundary is not None else None
+        first = text.count("\n", 0, opening.end()) if opening is not None else 0
+        line = _unreadable_value_line(head)
+        where = f" on line {first + line + 1}" if line is not None else ""
+        raise InvalidRequest(
+            f"invalid YAML frontmatter{where}: a value can't be read ({exc})", field="content"
+        ) from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise InvalidRequest(
+            "YAML frontmatter must be a mapping of keys to values", field="content"
+        )
+    return {str(k): v for k, v in loaded.items()}
+
+
+def _unreadable_value_line(head: str) -> int | None:
+    """0-based line in ``head`` of the first scalar YAML can't construct, if any."""
+    try:
+        stack = [yaml.compose(head, Loader=yaml.SafeLoader)]
+    except yaml.YAMLError:
+        return None
+    while stack:
+        node = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                yaml.SafeLoader("").construct_object(node)
+            except (yaml.YAMLError, ValueError, KeyError, TypeError, OverflowError):
+                return int(node.start_mark.line)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(reversed(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(reversed([n for pair in node.value for n in pair]))
+    return None
+
+
+def metadata_text(value: Scalar) -> str:
+    """The text a ``metadata.KEY=VALUE`` filter compares with (YAML spelling of scalars)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

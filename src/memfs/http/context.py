@@ -1,0 +1,124 @@
+"""What a route handler gets: the request, its principal, the app's services, and
+helpers that read parameters and bodies strictly (a bad one is a 400, never a 500)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+
+from memfs.auth import Principal
+from memfs.config import Settings
+from memfs.errors import InvalidRequest, PayloadTooLarge
+from memfs.keys import KeyRing
+from memfs.runner import Runner
+from memfs.store import Store
+from memfs.tokens import Signer
+
+
+@dataclass
+class Services:
+    store: Store
+    keys: KeyRing
+    signer: Signer
+    settings: Settings
+    admin_key: str
+    runner: Runner | None = None  # set while the app's lifespan runs
+
+
+@dataclass
+class Ctx:
+    request: Request
+    params: dict[str, str]
+    services: Services
+    request_id: str
+    principal: Principal | None = None
+    _seen: set[str] = field(default_factory=set)
+
+    @property
+    def store(self) -> Store:
+        return self.services.store
+
+    @property
+    def who(self) -> Principal:
+        assert self.principal is not None
+        return self.principal
+
+    # ---- query parameters ------------------------------------------------------
+
+    def allow_query(self, *names: str, prefixes: tuple[str, ...] = ()) -> None:
+        """Refuse unknown or repeated query parameters (typos must not pass silently)."""
+        seen: set[str] = set()
+        for key, _value in self.request.query_params.multi_items():
+            if key not in names and not key.startswith(prefixes):
+                raise InvalidRequest(f"unknown query parameter {key!r}", field=key)
+            if key in seen:
+                raise InvalidRequest(f"query parameter {key!r} given twice", field=key)
+            seen.add(key)
+
+    def query(self, name: str, default: str | None = None) -> str | None:
+        value = self.request.query_params.get(name)
+        return default if value is None else value
+
+    def limit(self, name: str = "limit", *, maximum: int | None = None) -> int:
+        maximum = maximum or self.services.settings.page_items
+        raw = self.query(name)
+        if raw is None or raw == "":
+            return maximum
+        if not raw.isascii() or not raw.lstrip("-").isdigit():
+            raise InvalidRequest(f"{name} must be an integer >= 1", field=name)
+        value = int(raw)
+        if value < 1:
+            raise InvalidRequest(f"{name} must be an integer >= 1", field=name)
+        return min(value, maximum)
+
+    def boolean(self, name: str) -> bool:
+        raw = self.query(name)
+        if raw in (None, "", "false"):
+            return False
+        if raw == "true":
+            return True
+        raise InvalidRequest(f"{name} must be true or false", field=name)
+
+    # ---- bodies -----------------------------------------------------------------
+
+    async def body(self, limit: int) -> bytes:
+        """The body, refused with 413 as soon as it passes ``limit`` bytes."""
+        declared = self.request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"body is larger than {limit} bytes", field="body")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in self.request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLarge(f"body is larger than {limit} bytes", field="body")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def media_type(self) -> str:
+        return self.request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+    async def json(self, limit: int = 1024 * 1024) -> dict[str, Any]:
+        if self.media_type() != "application/json":
+            raise InvalidRequest(
+                "send the body as Content-Type: application/json", field="Content-Type"
+            )
+        raw = await self.body(limit)
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"body is not valid JSON: {exc}", field="body") from None
+        if not isinstance(doc, dict):
+            raise InvalidRequest("body must be a JSON object", field="body")
+        return doc
+
+
+def only_fields(doc: dict[str, Any], *allowed: str) -> None:
+    for key in doc:
+        if key not in allowed:
+            raise InvalidRequest(
+                f"unknown field {key!r}; expected {', '.join(allowed) or 'none'}", field=key
+            )

@@ -1,0 +1,30 @@
+"""``memory:inspect`` routes for one agent and for a subject scope."""
+
+from __future__ import annotations
+
+from starlette.responses import JSONResponse, Response
+
+from memfs import paths
+from memfs.http.context import Ctx
+from memfs.inspect import Target, inspect, parse_request
+
+
+async def _run(ctx: Ctx, target: Target) -> Response:
+    ctx.allow_query()
+    doc = await ctx.json(64 * 1024)
+    pages, as_of = parse_request(doc)
+    body = inspect(ctx.store, target, pages, as_of, ctx.services.signer)
+    return JSONResponse(body)
+
+
+async def inspect_agent(ctx: Ctx) -> Response:
+    agent_id = paths.agent_id(ctx.params["agentId"])
+    ctx.who.require("inspect", agent_id)
+    ctx.store.get_agent(agent_id)
+    return await _run(ctx, Target("agent", agent_id))
+
+
+async def inspect_scope(ctx: Ctx) -> Response:
+    scope = paths.scope_id(ctx.params["scopeId"])
+    ctx.who.require("inspect", scope)
+    return await _run(ctx, Target("scope", scope))

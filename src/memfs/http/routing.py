@@ -1,0 +1,86 @@
+"""Routing on the raw (still percent-encoded) path, as agent ids hold encoded slashes.
+
+A pattern is a ``/``-separated string: literal segments, ``{name}`` (one segment,
+percent-decoded), ``{name}:action`` (a segment ending in a literal action), and a final
+``{name*}`` that takes the remaining segments, each decoded on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from memfs.errors import InvalidRequest, NotFound
+from memfs.http.envelope import MethodNotAllowed
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: str
+    handler: Handler
+    name: str
+    protocol: bool = True  # False for webhook deliveries: no Memfs-Protocol needed
+
+    def match(self, segments: list[str]) -> dict[str, str] | None:
+        parts = self.pattern.strip("/").split("/")
+        params: dict[str, str] = {}
+        for i, part in enumerate(parts):
+            if part.endswith("*}"):
+                rest = segments[i:]
+                if not rest:
+                    return None
+                params[part[1:-2]] = "/".join(_decode(s, nested=True) for s in rest)
+                return params
+            if i >= len(segments):
+                return None
+            # Clients may send ':' as %3A: actions and literals compare decoded.
+            segment = _decode(segments[i])
+            if part.startswith("{"):
+                name, _, action = part[1:].partition("}")
+                if action:
+                    if not segment.endswith(action) or len(segment) == len(action):
+                        return None
+                    segment = segment[: -len(action)]
+                params[name] = segment
+            elif segment != part:
+                return None
+        return params if len(parts) == len(segments) else None
+
+
+def _decode(segment: str, *, nested: bool = False) -> str:
+    try:
+        value = unquote(segment, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidRequest(
+            "the URL path is not valid percent-encoded UTF-8", field="path"
+        ) from None
+    if nested and "/" in value:
+        raise InvalidRequest("a memory path segment must not contain an encoded '/'", field="path")
+    return value
+
+
+class Router:
+    def __init__(self, routes: list[Route]) -> None:
+        self.routes = routes
+
+    def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
+        segments = raw_path.strip("/").split("/") if raw_path.strip("/") else []
+        allowed: list[str] = []
+        for route in self.routes:
+            params = route.match(segments)
+            if params is None:
+                continue
+            if route.method == method or (method == "HEAD" and route.method == "GET"):
+                return route, params
+            allowed.append(route.method)
+        if allowed:
+            raise MethodNotAllowed(
+                f"{method} is not allowed here; use {', '.join(sorted(set(allowed)))}",
+                sorted(set(allowed)),
+            )
+        raise NotFound(f"no route for {method} {raw_path}; see GET /openapi.json", field="path")

@@ -1,0 +1,157 @@
+"""Routes for webhook triggers, deliveries (Standard Webhooks) and runs."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response
+
+from memfs import paths
+from memfs.errors import Conflict, InvalidRequest
+from memfs.http.context import Ctx
+from memfs.runs import Run, Runs
+from memfs.triggers import Triggers
+from memfs.webhook_verify import verify
+
+
+def _agent(ctx: Ctx, action: str) -> str:
+    agent_id = paths.agent_id(ctx.params["agentId"])
+    ctx.who.require(action, agent_id)
+    ctx.store.get_agent(agent_id)
+    return agent_id
+
+
+def _triggers(ctx: Ctx) -> Triggers:
+    return Triggers(ctx.store.backend)
+
+
+def _runs(ctx: Ctx) -> Runs:
+    return Runs(ctx.store)
+
+
+async def put_trigger(ctx: Ctx) -> Response:
+    ctx.allow_query()
+    agent_id = _agent(ctx, "triggers:write")
+    doc = await ctx.json(256 * 1024)
+    trigger, created = await run_in_threadpool(
+        _triggers(ctx).put, agent_id, ctx.params["triggerId"], doc
+    )
+    body = trigger.to_json(with_secret=created or "secret" in doc)
+    return JSONResponse(body, status_code=201 if created else 200)
+
+
+async def get_trigger(ctx: Ctx) -> Response:
+    agent_id = _agent(ctx, "triggers:write")
+    return JSONResponse(_triggers(ctx).get(agent_id, ctx.params["triggerId"]).to_json())
+
+
+async def list_triggers(ctx: Ctx) -> Response:
+    ctx.allow_query()
+    agent_id = _agent(ctx, "triggers:write")
+    items = [t.to_json() for t in _triggers(ctx).list(agent_id)]
+    return JSONResponse({"triggers": items, "nextCursor": None})
+
+
+async def delete_trigger(ctx: Ctx) -> Response:
+    agent_id = _agent(ctx, "triggers:write")
+    await run_in_threadpool(_triggers(ctx).delete, agent_id, ctx.params["triggerId"])
+    return Response(status_code=204)
+
+
+async def rotate_secret(ctx: Ctx) -> Response:
+    agent_id = _agent(ctx, "triggers:write")
+    trigger = await run_in_threadpool(_triggers(ctx).rotate, agent_id, ctx.params["triggerId"])
+    return JSONResponse(trigger.to_json(with_secret=True))
+
+
+async def deliver(ctx: Ctx) -> Response:
+    """A sender's delivery: 404 → 413 → 401 → exactly one run per webhook-id."""
+    agent_id = paths.agent_id(ctx.params["agentId"])
+    ctx.store.get_agent(agent_id)
+    trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
+    settings = ctx.services.settings
+    body = await ctx.body(settings.webhook_body_bytes)
+    now = time.time()
+    webhook_id = verify(
+        trigger.live_secrets(int(now * 1_000_000)),
+        dict(ctx.request.headers),
+        body,
+        now=now,
+        tolerance_seconds=settings.webhook_tolerance_seconds,
+    )
+    media = ctx.request.headers.get("content-type", "application/octet-stream")[:256]
+    run, created = await run_in_threadpool(
+        _runs(ctx).deliver,
+        agent_id,
+        trigger.trigger_id,
+        webhook_id,
+        body,
+        media,
+        trigger.max_attempts,
+    )
+    if created and ctx.services.runner is not None:
+        ctx.services.runner.wake.set()
+    return JSONResponse(run.to_json(), status_code=202 if created else 200)
+
+
+async def list_runs(ctx: Ctx) -> Response:
+    ctx.allow_query("triggerId", "status", "limit", "cursor")
+    agent_id = _agent(ctx, "runs:read")
+    trigger_id = ctx.query("triggerId")
+    status = ctx.query("status")
+    limit = ctx.limit()
+    digest = f"{trigger_id}|{status}"
+    after = None
+    cursor = ctx.query("cursor")
+    if cursor:
+        position = ctx.services.signer.decode(cursor, "runs", agent_id, digest, field="cursor")
+        if not (isinstance(position, list) and len(position) == 2):
+            raise InvalidRequest("cursor is not valid here", field="cursor")
+        after = (int(position[0]), str(position[1]))
+    rows = _runs(ctx).list(
+        agent_id, trigger_id=trigger_id, status=status, after=after, limit=limit + 1
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = (
+        ctx.services.signer.encode("runs", agent_id, digest, [rows[-1].created_at, rows[-1].run_id])
+        if more
+        else None
+    )
+    return JSONResponse({"runs": [r.to_json() for r in rows], "nextCursor": next_cursor})
+
+
+def _run_id(ctx: Ctx) -> str:
+    run_id = ctx.params["runId"]
+    if not run_id.startswith("run_") or len(run_id) > 64 or not run_id[4:].isalnum():
+        raise InvalidRequest("runId looks like run_<hex>", field="runId")
+    return run_id
+
+
+async def get_run(ctx: Ctx) -> Response:
+    agent_id = _agent(ctx, "runs:read")
+    run = await run_in_threadpool(_runs(ctx).get, agent_id, _run_id(ctx))
+    return JSONResponse(run.to_json())
+
+
+async def retry_run(ctx: Ctx) -> Response:
+    agent_id = _agent(ctx, "triggers:write")
+    runs = _runs(ctx)
+    run_id = _run_id(ctx)
+    current = await run_in_threadpool(runs.get, agent_id, run_id)
+    if current.status != "failed":
+        raise Conflict(f"run is {current.status}; only a failed run can be retried", field="runId")
+
+    def requeue(cur: Run | None) -> dict[str, object] | None:
+        if cur is None or cur.status != "failed":
+            return None
+        return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
+
+    run = await run_in_threadpool(runs.append, agent_id, run_id, requeue)
+    assert run is not None
+    if run.status != "queued":
+        raise Conflict(f"run is {run.status}; only a failed run can be retried", field="runId")
+    if ctx.services.runner is not None:
+        ctx.services.runner.wake.set()
+    return JSONResponse(run.to_json(), status_code=202)

@@ -1,0 +1,579 @@
+"""The derived SQLite index: every query memfs answers, rebuilt from the log at will.
+
+Tables (schema ``SCHEMA_VERSION``):
+  agents(agent_id, name, store_id, created_at, revision, last_ts)
+  commits(agent_id, revision, ts, visible_at, actor, message, changes)
+  versions(agent_id, path, version, …, valid_from, valid_to, visible_from, visible_to)
+  memories(agent_id, path, …)            live memories only, keyset-listed by path
+  memory_meta(agent_id, path, key, value) scalar frontmatter, for metadata filters
+  blobs(agent_id, sha256, content)       a read cache of contents
+  meta(key, value)                        schema version and the visibility clock
+
+``visible_at`` is when a commit became visible in this index (its timestamp for a
+live commit, later for a log entry caught up after a crash); pinned reads compare
+against it so that what a reader saw at a ``readTimestamp`` never changes.
+Applying a commit is idempotent: a revision already present is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs.commits import Commit
+from memfs.content import Scalar, metadata_text
+
+Connection = sqlite3.Connection
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agents(
+  agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL, revision INTEGER NOT NULL DEFAULT 0,
+  last_ts INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS commits(
+  agent_id TEXT NOT NULL, revision INTEGER NOT NULL, ts INTEGER NOT NULL,
+  visible_at INTEGER NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
+  changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS commits_by_visibility ON commits(visible_at);
+CREATE INDEX IF NOT EXISTS commits_by_agent_visibility ON commits(agent_id, visible_at);
+CREATE TABLE IF NOT EXISTS versions(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
+  revision INTEGER NOT NULL, operation TEXT NOT NULL, sha256 TEXT, bytes INTEGER NOT NULL,
+  description TEXT, metadata TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER,
+  visible_from INTEGER NOT NULL, visible_to INTEGER,
+  PRIMARY KEY(agent_id, path, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memories(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL, bytes INTEGER NOT NULL, description TEXT, metadata TEXT NOT NULL,
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY(agent_id, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_meta(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(agent_id, path, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs(
+  agent_id TEXT NOT NULL, run_id TEXT NOT NULL, trigger_id TEXT NOT NULL,
+  webhook_id TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL,
+  max_attempts INTEGER NOT NULL, next_retry_at INTEGER, created_at INTEGER NOT NULL,
+  started_at INTEGER, finished_at INTEGER, exit_code INTEGER, output TEXT, error TEXT,
+  events INTEGER NOT NULL, delivery_key TEXT, PRIMARY KEY(agent_id, run_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, next_retry_at);
+CREATE INDEX IF NOT EXISTS runs_by_creation ON runs(agent_id, created_at, run_id);
+CREATE TABLE IF NOT EXISTS run_steps(
+  agent_id TEXT NOT NULL, run_id TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL,
+  visible_at INTEGER NOT NULL, type TEXT NOT NULL, attempt INTEGER NOT NULL,
+  detail TEXT NOT NULL, PRIMARY KEY(agent_id, run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS run_steps_by_visibility ON run_steps(visible_at);
+CREATE INDEX IF NOT EXISTS run_steps_by_agent_visibility ON run_steps(agent_id, visible_at);
+CREATE TABLE IF NOT EXISTS blobs(
+  agent_id TEXT NOT NULL, sha256 TEXT NOT NULL, content BLOB NOT NULL,
+  PRIMARY KEY(agent_id, sha256)
+) WITHOUT ROWID;
+"""
+
+# Every table keyed by agent: what erasing an agent or a full reindex clears.
+DERIVED_TABLES = (
+    "agents", "commits", "versions", "memories", "memory_meta", "blobs", "runs", "run_steps",
+)
+
+# Characters right after '/' and after U+10FFFF in bytewise UTF-8 order: a folder F
+# holds exactly the paths p with F + "/" < p < F + "0".
+_AFTER_SLASH = "0"
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    agent_id: str
+    name: str
+    store_id: str
+    created_at: int
+    revision: int
+    last_ts: int
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    path: str
+    version: int
+    sha256: str
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar]
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    path: str
+    version: int
+    revision: int
+    operation: str
+    sha256: str | None
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar]
+    valid_from: int
+    valid_to: int | None
+    actor: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CommitRow:
+    revision: int
+    ts: int
+    visible_at: int
+    actor: str
+    message: str
+    changes: list[dict[str, object]]
+
+
+@dataclass(frozen=True)
+class FolderEntry:
+    path: str  # the folder, e.g. /memories/conventions
+
+
+class Index:
+    """One SQLite file shared by every process; one connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            # The index is derived: a commit lost to power failure is replayed from the
+            # log, so the WAL need not be fsynced on every commit.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def _migrate(self) -> None:
+        with self.write() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+                " WITHOUT ROWID"
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is None:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                conn.execute("INSERT OR IGNORE INTO meta VALUES('clock', 0)")
+            elif row[0] != SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has index schema {row[0]}; this memfs needs "
+                    f"{SCHEMA_VERSION}: delete the file and run 'memfs reindex'"
+                )
+            else:
+                # Indexes added since the file was made (inspect's per-agent log seeks).
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip().startswith("CREATE INDEX IF NOT EXISTS"):
+                        conn.execute(statement)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: holds the index's one write lock until it ends."""
+        conn = self._connect()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees one snapshot."""
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+
+# ---- writing -------------------------------------------------------------------
+
+
+def clock(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key='clock'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def put_agent(
+    conn: sqlite3.Connection, agent_id: str, name: str, store_id: str, created_at: int
+) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO agents(agent_id, name, store_id, created_at) VALUES(?,?,?,?)",
+        (agent_id, name, store_id, created_at),
+    )
+
+
+def drop_agent(conn: sqlite3.Connection, agent_id: str) -> None:
+    for table in DERIVED_TABLES:
+        conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
+
+
+def apply_commit(
+    conn: sqlite3.Connection,
+    commit: Commit,
+    visible_at: int,
+    contents: dict[str, bytes],
+) -> bool:
+    """Record ``commit`` (idempotent); ``contents`` maps sha256 → bytes for the cache."""
+    agent = commit.agent_id
+    exists = conn.execute(
+        "SELECT 1 FROM commits WHERE agent_id=? AND revision=?", (agent, commit.revision)
+    ).fetchone()
+    if exists:
+        return False
+    summary = [c.to_json() for c in commit.changes]
+    for item in summary:
+        item.pop("content", None)
+    conn.execute(
+        "INSERT INTO commits VALUES(?,?,?,?,?,?,?)",
+        (
+            agent,
+            commit.revision,
+            commit.ts,
+            visible_at,
+            commit.actor,
+            commit.message,
+            json.dumps(summary, ensure_ascii=False, separators=(",", ":")),
+        ),
+    )
+    for change in commit.changes:
+        conn.execute(
+            "UPDATE versions SET valid_to=?, visible_to=? "
+            "WHERE agent_id=? AND path=? AND version=?",
+            (commit.ts, visible_at, agent, change.path, change.version - 1),
+        )
+        description, metadata = change.description, change.metadata
+        meta_json = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+        conn.execute(
+            "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,NULL,?,NULL)",
+            (
+                agent,
+                change.path,
+                change.version,
+                commit.revision,
+                change.operation,
+                change.after,
+                change.size,
+                description,
+                meta_json,
+                commit.ts,
+                visible_at,
+            ),
+        )
+        conn.execute("DELETE FROM memory_meta WHERE agent_id=? AND path=?", (agent, change.path))
+        if change.after is None:
+            conn.execute("DELETE FROM memories WHERE agent_id=? AND path=?", (agent, change.path))
+            continue
+        previous = conn.execute(
+            "SELECT created_at FROM memories WHERE agent_id=? AND path=?", (agent, change.path)
+        ).fetchone()
+        created_at = previous[0] if previous else commit.ts
+        conn.execute(
+            "INSERT OR REPLACE INTO memories VALUES(?,?,?,?,?,?,?,?,?)",
+            (
+                agent,
+                change.path,
+                change.version,
+                change.after,
+                change.size,
+                description,
+                meta_json,
+                created_at,
+                commit.ts,
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO memory_meta VALUES(?,?,?,?)",
+            [(agent, change.path, k, metadata_text(v)) for k, v in metadata.items()],
+        )
+        if change.after in contents:
+            conn.execute(
+                "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
+                (agent, change.after, contents[change.after]),
+            )
+    name_sql = ", name=?" if commit.agent_name is not None else ""
+    params: list[object] = [commit.revision, commit.ts]
+    if commit.agent_name is not None:
+        params.append(commit.agent_name)
+    conn.execute(
+        f"UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?){name_sql} "
+        "WHERE agent_id=?",
+        (*params, agent),
+    )
+    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (visible_at,))
+    return True
+
+
+# ---- reading -------------------------------------------------------------------
+
+
+def agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
+    row = conn.execute(
+        "SELECT agent_id, name, store_id, created_at, revision, last_ts FROM agents "
+        "WHERE agent_id=?",
+        (agent_id,),
+    ).fetchone()
+    return AgentRow(*row) if row else None
+
+
+def agents(conn: sqlite3.Connection, prefix: str, after: str | None, limit: int) -> list[AgentRow]:
+    lower, op = (after, ">") if after is not None and after >= prefix else (prefix, ">=")
+    rows = conn.execute(
+        "SELECT agent_id, name, store_id, created_at, revision, last_ts FROM agents "
+        f"WHERE agent_id {op} ? AND agent_id < ? ORDER BY agent_id LIMIT ?",
+        (lower, prefix + "\U0010ffff", limit),
+    ).fetchall()
+    return [AgentRow(*r) for r in rows]
+
+
+def agent_stats(conn: sqlite3.Connection, agent_id: str) -> tuple[int, int]:
+    row = conn.execute(
+        "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memories WHERE agent_id=?", (agent_id,)
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+_MEMORY_COLUMNS = "path, version, sha256, bytes, description, metadata, created_at, updated_at"
+
+
+def _memory(row: Sequence[object]) -> MemoryRow:
+    return MemoryRow(
+        path=str(row[0]),
+        version=int(row[1]),  # type: ignore[call-overload]
+        sha256=str(row[2]),
+        size=int(row[3]),  # type: ignore[call-overload]
+        description=row[4] if isinstance(row[4], str) else None,
+        metadata=json.loads(str(row[5])),
+        created_at=int(row[6]),  # type: ignore[call-overload]
+        updated_at=int(row[7]),  # type: ignore[call-overload]
+    )
+
+
+def memory(conn: sqlite3.Connection, agent_id: str, path: str) -> MemoryRow | None:
+    row = conn.execute(
+        f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE agent_id=? AND path=?",
+        (agent_id, path),
+    ).fetchone()
+    return _memory(row) if row else None
+
+
+def is_folder(conn: sqlite3.Connection, agent_id: str, path: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM memories WHERE agent_id=? AND path>? AND path<? LIMIT 1",
+        (agent_id, path + "/", path + _AFTER_SLASH),
+    ).fetchone()
+    return row is not None
+
+
+def last_version(conn: sqlite3.Connection, agent_id: str, path: str) -> int:
+    row = conn.execute(
+        "SELECT MAX(version) FROM versions WHERE agent_id=? AND path=?", (agent_id, path)
+    ).fetchone()
+    return int(row[0] or 0)
+
+
+def blob(conn: sqlite3.Connection, agent_id: str, sha256: str) -> bytes | None:
+    row = conn.execute(
+        "SELECT content FROM blobs WHERE agent_id=? AND sha256=?", (agent_id, sha256)
+    ).fetchone()
+    return bytes(row[0]) if row else None
+
+
+_VERSION_SELECT = (
+    "SELECT v.path, v.version, v.revision, v.operation, v.sha256, v.bytes, v.description, "
+    "v.metadata, v.valid_from, v.valid_to, c.actor, c.message FROM versions v "
+    "JOIN commits c ON c.agent_id=v.agent_id AND c.revision=v.revision "
+)
+
+
+def _version(row: Sequence[object]) -> VersionRow:
+    return VersionRow(
+        path=str(row[0]),
+        version=int(row[1]),  # type: ignore[call-overload]
+        revision=int(row[2]),  # type: ignore[call-overload]
+        operation=str(row[3]),
+        sha256=row[4] if isinstance(row[4], str) else None,
+        size=int(row[5]),  # type: ignore[call-overload]
+        description=row[6] if isinstance(row[6], str) else None,
+        metadata=json.loads(str(row[7])),
+        valid_from=int(row[8]),  # type: ignore[call-overload]
+        valid_to=int(row[9]) if row[9] is not None else None,  # type: ignore[call-overload]
+        actor=str(row[10]),
+        message=str(row[11]),
+    )
+
+
+def version(conn: sqlite3.Connection, agent_id: str, path: str, number: int) -> VersionRow | None:
+    row = conn.execute(
+        _VERSION_SELECT + "WHERE v.agent_id=? AND v.path=? AND v.version=?",
+        (agent_id, path, number),
+    ).fetchone()
+    return _version(row) if row else None
+
+
+def versions(
+    conn: sqlite3.Connection, agent_id: str, path: str, after: int, limit: int
+) -> list[VersionRow]:
+    rows = conn.execute(
+        _VERSION_SELECT
+        + "WHERE v.agent_id=? AND v.path=? AND v.version>? ORDER BY v.version LIMIT ?",
+        (agent_id, path, after, limit),
+    ).fetchall()
+    return [_version(r) for r in rows]
+
+
+def commits(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    *,
+    before: int | None,
+    limit: int,
+    path: str | None = None,
+) -> list[CommitRow]:
+    """Commits newest first (like ``git log``), optionally only those touching ``path``."""
+    upper = before if before is not None else 1 << 62
+    if path is None:
+        rows = conn.execute(
+            "SELECT revision, ts, visible_at, actor, message, changes FROM commits "
+            "WHERE agent_id=? AND revision<? ORDER BY revision DESC LIMIT ?",
+            (agent_id, upper, limit),
+        ).fetchall()
+    else:
+        rows = conn.execute(
+            "SELECT c.revision, c.ts, c.visible_at, c.actor, c.message, c.changes "
+            "FROM versions v JOIN commits c ON c.agent_id=v.agent_id AND c.revision=v.revision "
+            "WHERE v.agent_id=? AND v.path=? AND v.revision<? ORDER BY v.revision DESC LIMIT ?",
+            (agent_id, path, upper, limit),
+        ).fetchall()
+    return [CommitRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+
+def list_memories(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    folder: str,
+    *,
+    after: str | None,
+    limit: int,
+    depth_one: bool,
+    filters: Sequence[tuple[str, str]] = (),
+) -> tuple[list[MemoryRow | FolderEntry], bool]:
+    """One page of a folder in path order; True when more entries follow.
+
+    ``after`` is the last entry of the previous page: a memory path, or a folder path
+    with a trailing ``/``. With ``depth_one`` subfolders appear as FolderEntry items,
+    each found with one index seek however many memories it holds.
+    """
+    upper = folder + _AFTER_SLASH
+    if after is None:
+        lower, inclusive = folder + "/", False
+    elif after.endswith("/"):
+        lower, inclusive = after[:-1] + _AFTER_SLASH, True
+    else:
+        lower, inclusive = after, False
+    if lower < folder + "/":  # a cursor before the folder must not widen the listing
+        lower, inclusive = folder + "/", False
+    where = "agent_id=? AND path{} ? AND path<?"
+    params: list[object] = [agent_id, lower, upper]
+    for key, value in filters:
+        where += (
+            " AND EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=memories.agent_id"
+            " AND m.path=memories.path AND m.key=? AND m.value=?)"
+        )
+        params += [key, value]
+    out: list[MemoryRow | FolderEntry] = []
+    want = limit + 1
+    while len(out) < want:
+        sql = (
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE "
+            + where.format(">=" if inclusive else ">")
+            + " ORDER BY path LIMIT ?"
+        )
+        asked = want - len(out)
+        # Rows are fetched lazily: a depth-one jump uses only the first row of a query,
+        # and fetching all ``asked`` rows made a page of N subfolders cost N x limit rows.
+        rows = conn.execute(sql, (*params, asked))
+        fetched = 0
+        jumped = False
+        for row in rows:
+            fetched += 1
+            path = str(row[0])
+            rest = path[len(folder) + 1 :]
+            if depth_one and "/" in rest:
+                sub = folder + "/" + rest.split("/", 1)[0]
+                out.append(FolderEntry(sub))
+                params[1], inclusive, jumped = sub + _AFTER_SLASH, True, True
+                break
+            out.append(_memory(row))
+            params[1], inclusive = path, False
+            if len(out) >= want:
+                break
+        rows.close()
+        if not jumped and fetched < asked:
+            break
+    return out[:limit], len(out) > limit
+
+
+def count_memories(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    folder: str,
+    *,
+    depth_one: bool,
+    filters: Sequence[tuple[str, str]] = (),
+) -> int:
+    if depth_one:
+        total, after = 0, None
+        while True:
+            page, more = list_memories(
+                conn, agent_id, folder, after=after, limit=1000, depth_one=True, filters=filters
+            )
+            total += len(page)
+            if not more:
+                return total
+            last = page[-1]
+            after = last.path + "/" if isinstance(last, FolderEntry) else last.path
+    where = "agent_id=? AND path>? AND path<?"
+    params: list[object] = [agent_id, folder + "/", folder + _AFTER_SLASH]
+    for key, value in filters:
+        where += (
+            " AND EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=memories.agent_id"
+            " AND m.path=memories.path AND m.key=? AND m.value=?)"
+        )
+        params += [key, value]
+    row = conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()
+    return int(row[0])

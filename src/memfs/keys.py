@@ -1,0 +1,145 @@
+"""Application keys: scoped bearer secrets, stored only as a hash.
+
+A key record ``keys/<keyId>.json`` is an immutable object on the Backend; revoking a
+key deletes it. Secrets look like ``mfs_<keyId>~<random>`` so that a request's key is
+found with one read and compared in constant time, with no table to scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs import durable, paths
+from memfs.backend import Backend, MissingObject
+from memfs.commits import format_ts, now_us
+from memfs.errors import Conflict, InvalidRequest, NotFound
+
+SECRET_PREFIX = "mfs_"
+ACTIONS = ("memories:read", "memories:write", "inspect", "triggers:write", "runs:read")
+_PREFIX = "keys/"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    scopes: tuple[str, ...]
+    description: str
+    created_at: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "keyId": self.key_id,
+            "scopes": list(self.scopes),
+            "description": self.description,
+            "createdAt": format_ts(self.created_at),
+        }
+
+
+def check_scopes(value: object, *, field: str = "scopes") -> tuple[str, ...]:
+    """Scope tokens: the actions above and ``agents:<scopeId>`` or ``agents:*``."""
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise InvalidRequest("scopes must be a list of strings", field=field)
+    for token in value:
+        if token.startswith("agents:"):
+            target = token.removeprefix("agents:")
+            if target != "*":
+                paths.scope_id(target, field=field)
+        elif token not in ACTIONS:
+            raise InvalidRequest(
+                f"unknown scope {token!r}; use {', '.join(ACTIONS)} or agents:<scopeId>",
+                field=field,
+            )
+    return tuple(dict.fromkeys(value))
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class KeyRing:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def create(self, key_id: str, scopes: object, description: object) -> tuple[ApiKey, str]:
+        paths.simple_id(key_id, field="keyId")
+        checked = check_scopes(scopes)
+        if not isinstance(description, str) or len(description) > 1024:
+            raise InvalidRequest(
+                "description must be a string of at most 1024 characters", field="description"
+            )
+        secret = f"{SECRET_PREFIX}{key_id}~{secrets.token_urlsafe(32)}"
+        key = ApiKey(key_id, checked, description, now_us())
+        record = {**key.to_json(), "secretSha256": _hash(secret)}
+        if not self.backend.put_if_absent(_PREFIX + key_id + ".json", json.dumps(record).encode()):
+            raise Conflict(f"key {key_id!r} exists; revoke it first to reuse the id", field="keyId")
+        return key, secret
+
+    def get(self, key_id: str) -> ApiKey:
+        paths.simple_id(key_id, field="keyId")
+        record = self._record(key_id)
+        if record is None:
+            raise NotFound(f"key {key_id!r} does not exist", field="keyId")
+        return _key(record)
+
+    def _record(self, key_id: str) -> dict[str, object] | None:
+        try:
+            data: dict[str, object] = json.loads(self.backend.get(_PREFIX + key_id + ".json"))
+            return data
+        except MissingObject:
+            return None
+
+    def list(self) -> list[ApiKey]:
+        out = []
+        for name in self.backend.list(_PREFIX):
+            key_id = name[len(_PREFIX) :].removesuffix(".json")
+            record = self._record(key_id)
+            if record is not None:
+                out.append(_key(record))
+        return out
+
+    def revoke(self, key_id: str) -> None:
+        self.get(key_id)
+        self.backend.delete(_PREFIX + key_id + ".json")
+
+    def authenticate(self, secret: str) -> ApiKey | None:
+        """The key a bearer secret belongs to, or None."""
+        if not secret.startswith(SECRET_PREFIX) or "~" not in secret:
+            return None
+        key_id = secret[len(SECRET_PREFIX) :].rsplit("~", 1)[0]
+        try:
+            paths.simple_id(key_id, field="keyId")
+        except InvalidRequest:
+            return None
+        record = self._record(key_id)
+        if record is None or not hmac.compare_digest(str(record["secretSha256"]), _hash(secret)):
+            return None
+        return _key(record)
+
+
+def _key(record: dict[str, object]) -> ApiKey:
+    from memfs.commits import parse_ts
+
+    scopes = record["scopes"]
+    assert isinstance(scopes, list)
+    return ApiKey(
+        str(record["keyId"]),
+        tuple(str(s) for s in scopes),
+        str(record.get("description", "")),
+        parse_ts(str(record["createdAt"])),
+    )
+
+
+def admin_key(data_dir: Path, configured: str | None) -> tuple[str, Path | None]:
+    """The admin key: the configured one, else ``data/admin.key`` (made 0600 if absent)."""
+    if configured:
+        return configured, None
+    path = data_dir / "admin.key"
+    if not path.exists():
+        secret = f"mfs_admin~{secrets.token_urlsafe(32)}\n"
+        durable.create_new(path, secret.encode(), mode=0o600)
+    return path.read_text().strip(), path

@@ -1,0 +1,344 @@
+"""Rebuilding and checking derived state: reindex, fsck, status and commit of hand edits.
+
+Canonical state (agent records, log entries, blobs) is only ever *checked*; damage to
+it is reported, never "repaired". Derived state (the index, the working tree, stray
+temp files, leftovers of an interrupted erase) is rebuilt by ``--repair``. A file a
+person edited in the working tree is an uncommitted edit, reported and never touched.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from memfs import durable, index, layout, paths
+from memfs.backend import MissingObject
+from memfs.commits import Commit
+from memfs.errors import CorruptionError, InvalidRequest, MemfsError
+from memfs.store import CommitResult, Delete, Op, Put, Store
+from memfs.worktree import WorkTree
+
+# A temp file younger than this may belong to a writer still at work.
+TEMP_GRACE_S = 600.0
+
+
+@dataclass
+class FsckReport:
+    damaged: list[str] = field(default_factory=list)  # canonical: never auto-repaired
+    derived: list[str] = field(default_factory=list)  # rebuilt by --repair
+    uncommitted: list[str] = field(default_factory=list)  # hand edits in working trees
+    repaired: list[str] = field(default_factory=list)
+    agents: int = 0
+    commits: int = 0
+    objects: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No canonical damage, and no derived problem left unrepaired."""
+        return not self.damaged and len(self.derived) == len(self.repaired)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ok": self.ok,
+            "agents": self.agents,
+            "commits": self.commits,
+            "objects": self.objects,
+            "damaged": self.damaged,
+            "derived": self.derived,
+            "repaired": self.repaired,
+            "uncommitted": self.uncommitted,
+        }
+
+
+# ---- agents as the backend holds them ------------------------------------------------
+
+
+def canonical_agents(store: Store) -> Iterator[tuple[str, str]]:
+    """(folder name, agent record key) of every agent folder the backend holds."""
+    after = ""
+    while True:
+        key = next(store.backend.list(layout.AGENTS, start_after=after), None)
+        if key is None:
+            return
+        folder = key.split("/")[1]
+        yield folder, f"{layout.AGENTS}{folder}/.memfs/agent.json"
+        after = f"{layout.AGENTS}{folder}/\U0010ffff"
+
+
+def _read_record(store: Store, key: str) -> dict[str, str]:
+    record = json.loads(store.backend.get(key))
+    if not isinstance(record, dict) or not isinstance(record.get("agentId"), str):
+        raise ValueError("no agentId")
+    return record
+
+
+def read_log(store: Store, agent_id: str) -> Iterator[Commit]:
+    """Every log entry of an agent in order; raises CorruptionError at a gap."""
+    expected = 1
+    for key in store.backend.list(layout.log_prefix(agent_id)):
+        revision = layout.revision_of(key)
+        if revision is None:
+            raise CorruptionError(f"unexpected object {key} in the log")
+        if revision != expected:
+            raise CorruptionError(f"log of {agent_id!r} jumps from {expected - 1} to {revision}")
+        commit = Commit.from_bytes(store.backend.get(key), where=key)
+        if commit.revision != revision or commit.agent_id != agent_id:
+            raise CorruptionError(
+                f"log entry {key} names revision {commit.revision} of {commit.agent_id!r}"
+            )
+        yield commit
+        expected += 1
+
+
+# ---- reindex -------------------------------------------------------------------------
+
+
+def reindex(store: Store) -> tuple[int, int]:
+    """Rebuild the whole index from the backend in one transaction; (agents, commits)."""
+    agents = commits = 0
+    with store.index.write() as conn:
+        old_clock = index.clock(conn)
+        for table in index.DERIVED_TABLES:
+            conn.execute(f"DELETE FROM {table}")
+        for _folder, key in canonical_agents(store):
+            try:
+                record = _read_record(store, key)
+            except MissingObject:
+                continue  # leftover of an interrupted erase: not an agent
+            except ValueError as exc:
+                raise CorruptionError(f"{key} is unreadable: {exc}") from None
+            store._adopt(conn, record)
+            agents += 1
+            for commit in read_log(store, record["agentId"]):
+                index.apply_commit(conn, commit, commit.ts, store._contents(commit))
+                commits += 1
+        conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (old_clock,))
+    from memfs.runs import Runs  # runs are indexed from their own records
+
+    Runs(store).rescan()
+    return agents, commits
+
+
+# ---- fsck ----------------------------------------------------------------------------
+
+
+def fsck(store: Store, *, repair: bool = False) -> FsckReport:
+    report = FsckReport()
+    store.sync()  # entries a crashed writer left unindexed are applied first
+    heads: dict[str, dict[str, str]] = {}
+    history: dict[str, dict[str, set[str]]] = {}
+    for folder, key in canonical_agents(store):
+        try:
+            record = _read_record(store, key)
+        except MissingObject:
+            report.derived.append(f"agents/{folder}: leftover of an interrupted erase")
+            if repair:
+                _remove_leftover(store, folder)
+                report.repaired.append(f"agents/{folder}: removed")
+            continue
+        except ValueError as exc:
+            report.damaged.append(f"{key}: unreadable agent record ({exc})")
+            continue
+        agent_id = record["agentId"]
+        if paths.agent_dir_name(agent_id) != folder:
+            report.damaged.append(f"{key}: names agent {agent_id!r}, which lives elsewhere")
+            continue
+        report.agents += 1
+        head, seen = _check_agent(store, agent_id, report)
+        heads[agent_id], history[agent_id] = head, seen
+    for tmp in durable.stale_temp_files(store.data_dir, older_than_s=TEMP_GRACE_S):
+        report.derived.append(f"{tmp}: temp file left by an interrupted write")
+        if repair:
+            tmp.unlink(missing_ok=True)
+            report.repaired.append(f"{tmp}: removed")
+    _check_index(store, heads, report, repair)
+    for agent_id, head in heads.items():
+        _check_tree(store, agent_id, head, history[agent_id], report, repair)
+    return report
+
+
+def _check_agent(
+    store: Store, agent_id: str, report: FsckReport
+) -> tuple[dict[str, str], dict[str, set[str]]]:
+    head: dict[str, str] = {}
+    versions: dict[str, int] = {}
+    seen: dict[str, set[str]] = {}
+    referenced: set[str] = set()
+    try:
+        for commit in read_log(store, agent_id):
+            report.commits += 1
+            for change in commit.changes:
+                where = f"{agent_id} r{commit.revision} {change.path}"
+                if change.version != versions.get(change.path, 0) + 1:
+                    report.damaged.append(f"{where}: version {change.version} out of sequence")
+                if change.before != head.get(change.path):
+                    report.damaged.append(f"{where}: 'before' does not match the previous version")
+                versions[change.path] = change.version
+                if change.after is None:
+                    head.pop(change.path, None)
+                    continue
+                head[change.path] = change.after
+                seen.setdefault(change.path, set()).add(change.after)
+                if change.content is not None:
+                    if hashlib.sha256(change.content.encode()).hexdigest() != change.after:
+                        report.damaged.append(f"{where}: inline content does not match its sha256")
+                else:
+                    referenced.add(change.after)
+    except CorruptionError as exc:
+        report.damaged.append(exc.message)
+    objects_prefix = layout.agent_prefix(agent_id) + "objects/"
+    stored: set[str] = set()
+    for key in store.backend.list(objects_prefix):
+        name = key[len(objects_prefix) :].replace("/", "")
+        report.objects += 1
+        stored.add(name)
+        if hashlib.sha256(store.backend.get(key)).hexdigest() != name:
+            report.damaged.append(f"{key}: content does not match its sha256")
+    for missing in sorted(referenced - stored):
+        report.damaged.append(f"{agent_id}: content {missing} is referenced by the log but missing")
+    return head, seen
+
+
+def _check_index(
+    store: Store, heads: dict[str, dict[str, str]], report: FsckReport, repair: bool
+) -> None:
+    problems: list[str] = []
+    with store.index.read() as conn:
+        indexed = {a.agent_id for a in index.agents(conn, "", None, 1 << 40)}
+        for agent_id in sorted(indexed - heads.keys()):
+            problems.append(f"index: agent {agent_id!r} is indexed but has no record")
+        for agent_id, head in heads.items():
+            if agent_id not in indexed:
+                problems.append(f"index: agent {agent_id!r} is missing")
+                continue
+            rows = conn.execute(
+                "SELECT path, sha256 FROM memories WHERE agent_id=?", (agent_id,)
+            ).fetchall()
+            if dict(rows) != head:
+                problems.append(f"index: current memories of {agent_id!r} differ from the log")
+    report.derived.extend(problems)
+    if problems and repair and not report.damaged:
+        reindex(store)
+        report.repaired.extend(f"{p} (reindexed)" for p in problems)
+
+
+def _check_tree(
+    store: Store,
+    agent_id: str,
+    head: dict[str, str],
+    seen: dict[str, set[str]],
+    report: FsckReport,
+    repair: bool,
+) -> None:
+    tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
+    on_disk = {path: file for path, file in tree.scan()}
+    for path, sha in sorted(head.items()):
+        file = on_disk.pop(path, None)
+        if file is None:
+            if tree.file(path).exists():  # a folder or something odd stands there
+                report.uncommitted.append(f"{agent_id} {path}: replaced by a non-file")
+            else:
+                report.uncommitted.append(f"{agent_id} {path}: deleted in the working tree")
+            continue
+        actual = hashlib.sha256(file.read_bytes()).hexdigest()
+        if actual == sha:
+            continue
+        if actual in seen.get(path, set()):
+            # An older version memfs itself wrote: stale, safe to bring up to date.
+            report.derived.append(f"{agent_id} {path}: working tree holds an older version")
+            if repair:
+                durable.replace(file, store.content_of(agent_id, sha), durable=False)
+                report.repaired.append(f"{agent_id} {path}: restored")
+        else:
+            report.uncommitted.append(f"{agent_id} {path}: modified in the working tree")
+    for path in sorted(on_disk):
+        report.uncommitted.append(f"{agent_id} {path}: new file in the working tree")
+
+
+def _remove_leftover(store: Store, folder: str) -> None:
+    prefix = f"{layout.AGENTS}{folder}/.memfs/"
+    for key in list(store.backend.list(prefix)):
+        store.backend.delete(key)
+    shutil.rmtree(store.data_dir / "agents" / folder, ignore_errors=True)
+
+
+# ---- status and commit of hand edits -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class TreeChange:
+    state: str  # "modified" | "added" | "deleted" | "invalid"
+    path: str
+    reason: str = ""
+
+
+def status(store: Store, agent_id: str) -> list[TreeChange]:
+    """Differences between an agent's working tree and its head, like ``git status``."""
+    store.get_agent(agent_id)
+    tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
+    head: dict[str, str] = {}
+    with store.index.read() as conn:
+        for path, sha in conn.execute(
+            "SELECT path, sha256 FROM memories WHERE agent_id=?", (agent_id,)
+        ):
+            head[path] = sha
+    out: list[TreeChange] = []
+    for path, file in tree.scan():
+        try:
+            valid = paths.memory_path(path)
+            if valid != path:
+                raise InvalidRequest("file name is not NFC-normalised")
+        except InvalidRequest as exc:
+            out.append(TreeChange("invalid", path, exc.message))
+            continue
+        sha = head.pop(path, None)
+        if sha is None:
+            out.append(TreeChange("added", path))
+        elif hashlib.sha256(file.read_bytes()).hexdigest() != sha:
+            out.append(TreeChange("modified", path))
+    out.extend(TreeChange("deleted", path) for path in head)
+    return sorted(out, key=lambda c: c.path.encode())
+
+
+def commit_worktree(
+    store: Store, agent_id: str, *, actor: str, message: str
+) -> CommitResult | None:
+    """Record every hand edit of the working tree as one commit; None if there is none."""
+    changes = status(store, agent_id)
+    bad = [c for c in changes if c.state == "invalid"]
+    if bad:
+        raise InvalidRequest(
+            f"can't commit {bad[0].path}: {bad[0].reason}; rename or remove it first",
+            issues=[f"{c.path}: {c.reason}" for c in bad],
+        )
+    if not changes:
+        return None
+    tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
+    with store.index.read() as conn:
+        current = {c.path: index.memory(conn, agent_id, c.path) for c in changes}
+    ops: list[Op] = []
+    for change in changes:
+        row = current[change.path]
+        expected = row.sha256 if row else None
+        if change.state == "deleted":
+            ops.append(Delete(change.path, if_match=expected))
+        else:
+            data = tree.file(change.path).read_bytes()
+            ops.append(Put(change.path, data, if_match=expected, create_only=row is None))
+    try:
+        return store.apply(agent_id, ops, actor=actor, message=message or "commit working tree")
+    except MemfsError as exc:
+        raise type(exc)(f"commit refused: {exc.message}", field=exc.field) from None
+
+
+def default_actor() -> str:
+    """``local:<login name>``: who a CLI commit is recorded as unless --actor says."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"local:{user}"

@@ -1,0 +1,409 @@
+"""Executing runs: claim an attempt, run the trigger's action, record how it ended.
+
+Each server process runs one ``Runner`` loop. It picks runs that are queued, delayed
+and due, or running under an owner that has died (a killed server): the dead
+owner's attempt is recorded as interrupted, then the next attempt is claimed with
+create-if-absent, so each attempt runs in exactly one process and never twice at
+once. Failures retry with exponential backoff and jitter up to ``maxAttempts``.
+
+Actions: ``memory`` stores the delivery as a memory (actor ``run:<id>``);
+``command`` runs a program in its own process group with the body on stdin, a
+working folder per attempt, a key limited to the agent's memories for the run's
+life, captured (capped) output, and a timeout that kills the whole group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import logging
+import os
+import random
+import shutil
+import signal
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from memfs import paths
+from memfs.commits import format_ts, now_us
+from memfs.errors import MemfsError
+from memfs.keys import KeyRing
+from memfs.runs import Run, Runs, cap_output
+from memfs.store import Store
+from memfs.triggers import Trigger, Triggers
+
+log = logging.getLogger("memfs.runner")
+
+BACKOFF_CAP_S = 3600.0
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_record() -> dict[str, Any]:
+    pid = os.getpid()
+    return {
+        "host": socket.gethostname(),
+        "bootId": _boot_id(),
+        "pid": pid,
+        "start": _start_time(pid),
+    }
+
+
+def owner_alive(owner: Mapping[str, Any] | None) -> bool:
+    """Whether the process that claimed an attempt still exists (this host only)."""
+    if owner is None:
+        return False
+    if owner.get("host") != socket.gethostname():
+        return True  # another node: only a lease could tell (single node for now)
+    if owner.get("bootId") != _boot_id():
+        return False  # claimed before this machine rebooted
+    pid = owner.get("pid")
+    return isinstance(pid, int) and _start_time(pid) == owner.get("start")
+
+
+def backoff_us(attempt: int, base_s: float) -> int:
+    delay = min(BACKOFF_CAP_S, base_s * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+    return int(delay * 1_000_000)
+
+
+def memory_content(trigger: Trigger, delivery: dict[str, Any], body: bytes) -> bytes:
+    """A delivery as a memory: frontmatter with the prompt and delivery facts, then the body."""
+    import yaml
+
+    media = str(delivery.get("contentType") or "application/octet-stream")
+    meta = {
+        "description": f"webhook {delivery['webhookId']} for trigger {trigger.trigger_id}",
+        "prompt": trigger.prompt,
+        "webhookId": delivery["webhookId"],
+        "triggerId": trigger.trigger_id,
+        "contentType": media,
+        "receivedAt": format_ts(int(delivery["receivedAt"])),
+    }
+    head = "---\n" + yaml.safe_dump(meta, allow_unicode=True, sort_keys=False) + "---\n"
+    try:
+        text = body.decode("utf-8")
+        if "\x00" in text:
+            raise UnicodeDecodeError("utf-8", body, 0, 1, "NUL")
+    except UnicodeDecodeError:
+        encoded = base64.encodebytes(body).decode()
+        text = f"Binary body ({media}, {len(body)} bytes), base64:\n\n```base64\n{encoded}```\n"
+    return (head + text).encode()
+
+
+def memory_path(trigger: Trigger, webhook_id: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in webhook_id)[:200] or "_"
+    template = str(trigger.action.get("path"))
+    return paths.memory_path(
+        template.replace("{triggerId}", trigger.trigger_id).replace("{webhookId}", safe)
+    )
+
+
+class Runner:
+    def __init__(
+        self,
+        store: Store,
+        keys: KeyRing,
+        *,
+        base_url: str,
+        concurrency: int,
+        retry_base_s: float = 1.0,
+        retention_hours: int = 72,
+    ) -> None:
+        self.store = store
+        self.runs = Runs(store)
+        self.triggers = Triggers(store.backend)
+        self.keys = keys
+        self.base_url = base_url
+        self.retry_base_s = retry_base_s
+        self.retention_us = retention_hours * 3600 * 1_000_000
+        self.slots = asyncio.Semaphore(concurrency)
+        self.active: dict[str, asyncio.Task[None]] = {}
+        self.wake = asyncio.Event()
+        self.owner = owner_record()
+        self.concurrency = concurrency
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        await asyncio.to_thread(self.runs.rescan)
+        ticks = 0
+        while not stop.is_set():
+            try:
+                await self.poll()
+                ticks += 1
+                if ticks % 240 == 0:
+                    await asyncio.to_thread(self.runs.collect, now_us(), self.retention_us)
+            except Exception:
+                log.exception("runner poll failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=0.25)
+            self.wake.clear()
+        for task in list(self.active.values()):
+            task.cancel()
+
+    async def poll(self) -> None:
+        free = self.concurrency - len(self.active)
+        if free <= 0:
+            return
+        for run in await asyncio.to_thread(self.runs.due, now_us(), 200):
+            if free <= 0:
+                break
+            if run.run_id in self.active:
+                continue
+            attempt = await asyncio.to_thread(self._take, run)
+            if attempt is None:
+                continue
+            free -= 1
+            task = asyncio.create_task(self._execute(run, attempt))
+            self.active[run.run_id] = task
+            task.add_done_callback(functools.partial(self._done, run.run_id))
+
+    def _done(self, run_id: str, _task: asyncio.Task[None]) -> None:
+        self.active.pop(run_id, None)
+
+    def _take(self, run: Run) -> int | None:
+        """Claim the next attempt of ``run`` if it is ours to run now."""
+        if run.status == "running":
+            owner = self.runs.owner(run)
+            if owner_alive(owner):
+                return None
+            dead = run.attempt
+            run = self._finish(
+                run,
+                run.attempt,
+                ok=False,
+                exit_code=None,
+                error="interrupted: the process running it stopped",
+                expect="running",
+            )
+            self._discard_attempt(run.run_id, dead)
+            if run.status != "queued" and not (
+                run.status == "delayed" and (run.next_retry_at or 0) <= now_us()
+            ):
+                return None
+        attempt = self.runs.claim(run, self.owner)
+        if attempt is None:
+            self._adopt_dead_claim(run)
+        return attempt
+
+    def _adopt_dead_claim(self, run: Run) -> None:
+        """Record the claim of a process that died before its ``claimed`` event.
+
+        A kill between winning the claim of attempt k and appending ``claimed`` would
+        leave the run queued with attempt k unclaimable forever. Recording the claim
+        makes it a running run with a dead owner: the next poll marks it interrupted
+        and claims attempt k + 1.
+        """
+        attempt = run.attempt + 1
+        owner = self.runs.owner(dataclasses.replace(run, attempt=attempt))
+        if owner is None or owner_alive(owner):
+            return  # no claim, or its owner is alive and about to record it
+        recorded = {k: v for k, v in owner.items() if k != "attempt"}
+
+        def claimed(cur: Run | None) -> dict[str, Any] | None:
+            if cur is None or cur.attempt >= attempt:
+                return None
+            return {"type": "claimed", "attempt": attempt, "owner": recorded}
+
+        self.runs.append(run.agent_id, run.run_id, claimed)
+
+    def _discard_attempt(self, run_id: str, attempt: int) -> None:
+        """Revoke the key and remove the working folder of an attempt that died."""
+        with contextlib.suppress(MemfsError):
+            self.keys.revoke(_attempt_key_id(run_id, attempt))
+        folder = self.store.data_dir / "work" / run_id
+        shutil.rmtree(folder / str(attempt), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+    def _finish(
+        self,
+        run: Run,
+        attempt: int,
+        *,
+        ok: bool,
+        exit_code: int | None,
+        error: str | None,
+        output: str | None = None,
+        expect: str = "running",
+    ) -> Run:
+        ours = [False]  # whether the end event appended is this call's
+
+        def make(cur: Run | None) -> dict[str, Any] | None:
+            ours[0] = cur is not None and cur.status == expect and cur.attempt == attempt
+            if cur is None or not ours[0]:
+                return None
+            if ok:
+                return {"type": "succeeded", "attempt": attempt, "exitCode": exit_code}
+            retry = attempt < cur.max_attempts
+            return {
+                "type": "failed",
+                "attempt": attempt,
+                "exitCode": exit_code,
+                "error": error,
+                "nextRetryAt": now_us()
+                + (
+                    backoff_us(attempt, self.retry_base_s)
+                    if "interrupted" not in (error or "")
+                    else 0
+                )
+                if retry
+                else None,
+            }
+
+        if output is not None:
+            self.runs.append(
+                run.agent_id,
+                run.run_id,
+                lambda cur: (
+                    {"type": "output", "attempt": attempt, "output": output}
+                    if cur is not None and cur.attempt == attempt and cur.status == expect
+                    else None
+                ),
+            )
+        result = self.runs.append(run.agent_id, run.run_id, make)
+        assert result is not None
+        if ours[0] and result.status == "delayed":
+            retry_at = result.next_retry_at
+
+            def scheduled(cur: Run | None) -> dict[str, Any] | None:
+                # Once per failure, even when two workers found the same run interrupted.
+                if cur is None or cur.status != "delayed" or cur.attempt != attempt:
+                    return None
+                return {"type": "retry_scheduled", "attempt": attempt, "nextRetryAt": retry_at}
+
+            self.runs.append(run.agent_id, run.run_id, scheduled)
+        return self.runs.get(run.agent_id, run.run_id)
+
+    async def _execute(self, run: Run, attempt: int) -> None:
+        async with self.slots:
+            ok, code, error, output = False, None, None, None
+            try:
+                trigger = await asyncio.to_thread(self.triggers.get, run.agent_id, run.trigger_id)
+                delivery = await asyncio.to_thread(self.runs.delivery, run)
+                body = self.runs.body(delivery)
+                if trigger.action.get("type") == "command":
+                    ok, code, error, output = await self._command(
+                        run, attempt, trigger, delivery, body
+                    )
+                else:
+                    await asyncio.to_thread(self._memory, run, trigger, delivery, body)
+                    ok = True
+            except MemfsError as exc:
+                error = exc.message
+            except asyncio.CancelledError:
+                raise  # shutting down: the attempt will be found interrupted and retried
+            except Exception as exc:  # a run must end, whatever its action did
+                log.exception("run %s attempt %d crashed", run.run_id, attempt)
+                error = f"internal error: {type(exc).__name__}"
+            await asyncio.to_thread(
+                self._finish, run, attempt, ok=ok, exit_code=code, error=error, output=output
+            )
+            self.wake.set()
+
+    def _memory(self, run: Run, trigger: Trigger, delivery: dict[str, Any], body: bytes) -> None:
+        content = memory_content(trigger, delivery, body)
+        self.store.write(
+            run.agent_id,
+            memory_path(trigger, run.webhook_id),
+            content,
+            actor=f"run:{run.run_id}",
+            message=f"webhook {run.webhook_id} via trigger {trigger.trigger_id}",
+        )
+
+    async def _command(
+        self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
+    ) -> tuple[bool, int | None, str | None, str]:
+        timeout = int(trigger.action.get("timeoutSeconds", 60))
+        workdir = self.store.data_dir / "work" / run.run_id / str(attempt)
+        workdir.mkdir(parents=True, exist_ok=True)
+        key_id = _attempt_key_id(run.run_id, attempt)
+        _key, secret = await asyncio.to_thread(
+            self.keys.create,
+            key_id,
+            ["memories:read", "memories:write", f"agents:{run.agent_id}"],
+            f"run {run.run_id} attempt {attempt}",
+        )
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
+            "MEMFS_URL": self.base_url,
+            "MEMFS_TOKEN": secret,
+            "MEMFS_AGENT_ID": run.agent_id,
+            "MEMFS_RUN_ID": run.run_id,
+            "MEMFS_TRIGGER_ID": run.trigger_id,
+            "MEMFS_WEBHOOK_ID": run.webhook_id,
+            "MEMFS_PROMPT": trigger.prompt,
+            "MEMFS_CONTENT_TYPE": str(delivery.get("contentType") or ""),
+            "MEMFS_ATTEMPT": str(attempt),
+        }
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *trigger.action["argv"],
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                cwd=workdir,
+                env=env,
+                start_new_session=True,
+                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+            )
+        except OSError as exc:
+            await asyncio.to_thread(self.keys.revoke, key_id)
+            return False, None, f"could not start {trigger.action['argv'][0]!r}: {exc.strerror}", ""
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(body), timeout=timeout)
+            code = proc.returncode
+            ok = code == 0
+            error = None if ok else f"exit code {code}"
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            out = b""
+            with contextlib.suppress(Exception):
+                out = await asyncio.wait_for(proc.stdout.read(), 5) if proc.stdout else b""
+            await proc.wait()
+            ok, code, error = False, None, f"timed out after {timeout} s; process group killed"
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        finally:
+            with contextlib.suppress(MemfsError):
+                await asyncio.to_thread(self.keys.revoke, key_id)
+            shutil.rmtree(workdir, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                workdir.parent.rmdir()  # the run's folder, once no attempt folder is left
+        return ok, code, error, cap_output(out)
+
+
+def _attempt_key_id(run_id: str, attempt: int) -> str:
+    return f"run-{run_id[4:20]}-a{attempt}"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    # If the server is killed (kill -9), its command children die with it, so a
+    # retried attempt never runs beside an orphan of the previous one.
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)  # the server died between fork and prctl: the signal was never armed

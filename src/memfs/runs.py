@@ -1,0 +1,431 @@
+"""Deliveries and runs: exactly one run per (trigger, webhook-id), driven to an end.
+
+Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
+  deliveries/<triggerId>/<sha256(webhook-id)>.json  the dedupe record: first one wins;
+                                                    it holds the body and the run id
+  runs/<runId>/events/<n:06>.json                   the run's steps, appended in order
+  runs/<runId>/claims/<attempt:04>.json             who executes attempt k: one winner
+
+A run's state is the fold of its events (``fold``); the index keeps that fold in the
+``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
+event happens under the index's write lock after catching up with the backend, so
+a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from memfs import index, layout
+from memfs.backend import MissingObject
+from memfs.commits import format_ts, now_us
+from memfs.errors import Conflict, InvalidRequest, NotFound
+from memfs.store import Store
+
+TERMINAL = ("succeeded", "failed")
+STATUSES = ("queued", "running", "succeeded", "failed", "delayed")
+OUTPUT_CAP = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Run:
+    agent_id: str
+    run_id: str
+    trigger_id: str
+    webhook_id: str
+    status: str
+    attempt: int
+    max_attempts: int
+    next_retry_at: int | None
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    exit_code: int | None
+    output: str | None
+    error: str | None
+    events: int
+    delivery_key: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        def ts(v: int | None) -> str | None:
+            return format_ts(v) if v is not None else None
+
+        return {
+            "id": self.run_id,
+            "agentId": self.agent_id,
+            "triggerId": self.trigger_id,
+            "webhookId": self.webhook_id,
+            "status": self.status,
+            "attempt": self.attempt,
+            "maxAttempts": self.max_attempts,
+            "nextRetryAt": ts(self.next_retry_at),
+            "createdAt": ts(self.created_at),
+            "startedAt": ts(self.started_at),
+            "finishedAt": ts(self.finished_at),
+            "exitCode": self.exit_code,
+            "output": self.output,
+            "error": self.error,
+        }
+
+
+_COLUMNS = (
+    "agent_id, run_id, trigger_id, webhook_id, status, attempt, max_attempts, next_retry_at,"
+    " created_at, started_at, finished_at, exit_code, output, error, events, delivery_key"
+)
+
+
+def _prefix(agent_id: str) -> str:
+    return layout.agent_prefix(agent_id)
+
+
+def delivery_key(agent_id: str, trigger_id: str, webhook_id: str) -> str:
+    digest = hashlib.sha256(webhook_id.encode()).hexdigest()
+    return f"{_prefix(agent_id)}deliveries/{trigger_id}/{digest}.json"
+
+
+def event_key(agent_id: str, run_id: str, seq: int) -> str:
+    return f"{_prefix(agent_id)}runs/{run_id}/events/{seq:06d}.json"
+
+
+def claim_key(agent_id: str, run_id: str, attempt: int) -> str:
+    return f"{_prefix(agent_id)}runs/{run_id}/claims/{attempt:04d}.json"
+
+
+# ---- folding events into a run ---------------------------------------------------
+
+
+def fold(run: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """The run after ``event``: the one rule for how steps change a run's state."""
+    kind, at = event["type"], int(event["at"])
+    run = dict(run)
+    if kind == "created":
+        run.update(
+            trigger_id=event["triggerId"],
+            webhook_id=event["webhookId"],
+            status="queued",
+            attempt=0,
+            max_attempts=int(event["maxAttempts"]),
+            created_at=at,
+            delivery_key=event.get("deliveryKey"),
+        )
+    elif kind == "claimed":
+        run.update(
+            status="running",
+            attempt=int(event["attempt"]),
+            started_at=at,
+            next_retry_at=None,
+            finished_at=None,
+        )
+    elif kind == "output":
+        run.update(output=event.get("output"))
+    elif kind == "succeeded":
+        run.update(
+            status="succeeded",
+            finished_at=at,
+            exit_code=event.get("exitCode"),
+            error=None,
+            next_retry_at=None,
+        )
+    elif kind == "failed":
+        retry_at = event.get("nextRetryAt")
+        run.update(
+            status="delayed" if retry_at is not None else "failed",
+            finished_at=None if retry_at is not None else at,
+            exit_code=event.get("exitCode"),
+            error=event.get("error"),
+            next_retry_at=retry_at,
+        )
+    elif kind == "retry_scheduled":
+        pass  # informative: the failed event already carries the decision
+    elif kind == "requeued":
+        run.update(
+            status="queued",
+            max_attempts=int(event["maxAttempts"]),
+            next_retry_at=None,
+            finished_at=None,
+        )
+    run["events"] = int(run.get("events", 0)) + 1
+    return run
+
+
+def _apply(
+    conn: sqlite3.Connection, agent_id: str, run_id: str, seq: int, event: dict[str, Any]
+) -> None:
+    visible_at = max(now_us(), index.clock(conn) + 1)
+    row = get_row(conn, agent_id, run_id)
+    current: dict[str, Any] = (
+        {k: getattr(row, k) for k in Run.__dataclass_fields__}
+        if row
+        else {"agent_id": agent_id, "run_id": run_id, "events": 0}
+    )
+    if current["events"] >= seq:
+        return  # applied already
+    new = fold(current, event)
+    values = [new.get(c.strip()) for c in _COLUMNS.split(",")]
+    conn.execute(f"INSERT OR REPLACE INTO runs({_COLUMNS}) VALUES({','.join('?' * 16)})", values)
+    detail = {k: v for k, v in event.items() if k not in ("type", "at")}
+    conn.execute(
+        "INSERT OR IGNORE INTO run_steps VALUES(?,?,?,?,?,?,?,?)",
+        (
+            agent_id,
+            run_id,
+            seq,
+            int(event["at"]),
+            visible_at,
+            event["type"],
+            int(event.get("attempt", new.get("attempt", 0))),
+            json.dumps(detail, ensure_ascii=False),
+        ),
+    )
+    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (visible_at,))
+
+
+def get_row(conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM runs WHERE agent_id=? AND run_id=?",
+        (agent_id, run_id),
+    ).fetchone()
+    return Run(*row) if row else None
+
+
+class Runs:
+    """Deliveries, run events and claims of every agent in a store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.backend = store.backend
+
+    # ---- events ------------------------------------------------------------------
+
+    def _catch_up(self, conn: sqlite3.Connection, agent_id: str, run_id: str) -> int:
+        row = get_row(conn, agent_id, run_id)
+        seq = row.events if row else 0
+        while True:
+            try:
+                data = self.backend.get(event_key(agent_id, run_id, seq + 1))
+            except MissingObject:
+                return seq
+            _apply(conn, agent_id, run_id, seq + 1, json.loads(data))
+            seq += 1
+
+    def append(
+        self,
+        agent_id: str,
+        run_id: str,
+        make: Callable[[Run | None], dict[str, Any] | None],
+    ) -> Run | None:
+        """Append the event ``make(current run)`` returns (None: nothing to append)."""
+        for _ in range(50):
+            with self.store.index.write() as conn:
+                seq = self._catch_up(conn, agent_id, run_id)
+                event = make(get_row(conn, agent_id, run_id))
+                if event is None:
+                    return get_row(conn, agent_id, run_id)
+                event.setdefault("at", now_us())
+                body = json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
+                if self.backend.put_if_absent(event_key(agent_id, run_id, seq + 1), body):
+                    _apply(conn, agent_id, run_id, seq + 1, event)
+                    return get_row(conn, agent_id, run_id)
+        raise Conflict("run changed concurrently too often; retry")
+
+    def get(self, agent_id: str, run_id: str) -> Run:
+        with self.store.index.write() as conn:
+            self._catch_up(conn, agent_id, run_id)
+            row = get_row(conn, agent_id, run_id)
+        if row is None:
+            raise NotFound(f"run {run_id!r} of agent {agent_id!r} does not exist", field="runId")
+        return row
+
+    # ---- deliveries ------------------------------------------------------------------
+
+    def deliver(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        webhook_id: str,
+        body: bytes,
+        content_type: str,
+        max_attempts: int,
+    ) -> tuple[Run, bool]:
+        """The run of this webhook id: created now (True) or the one that exists (False)."""
+        key = delivery_key(agent_id, trigger_id, webhook_id)
+        record = {
+            "webhookId": webhook_id,
+            "triggerId": trigger_id,
+            "runId": "run_" + uuid.uuid4().hex,
+            "receivedAt": now_us(),
+            "contentType": content_type,
+            "maxAttempts": max_attempts,
+            "body": base64.b64encode(body).decode(),
+        }
+        created = self.backend.put_if_absent(key, json.dumps(record).encode())
+        if not created:
+            record = json.loads(self.backend.get(key))
+        return self.register(agent_id, key, record), created
+
+    def register(self, agent_id: str, key: str, record: dict[str, Any]) -> Run:
+        """Write the run's first event from its delivery record (same bytes from anyone)."""
+        event = {
+            "type": "created",
+            "at": int(record["receivedAt"]),
+            "triggerId": record["triggerId"],
+            "webhookId": record["webhookId"],
+            "maxAttempts": int(record["maxAttempts"]),
+            "deliveryKey": key,
+        }
+        run = self.append(agent_id, record["runId"], lambda cur: event if cur is None else None)
+        assert run is not None
+        return run
+
+    def delivery(self, run: Run) -> dict[str, Any]:
+        if run.delivery_key is None:
+            raise NotFound("the delivery of this run was collected", field="runId")
+        try:
+            record: dict[str, Any] = json.loads(self.backend.get(run.delivery_key))
+        except MissingObject:
+            raise NotFound("the delivery of this run was collected", field="runId") from None
+        return record
+
+    def body(self, record: dict[str, Any]) -> bytes:
+        return base64.b64decode(record["body"])
+
+    # ---- claims ----------------------------------------------------------------------
+
+    def claim(self, run: Run, owner: dict[str, Any]) -> int | None:
+        """Claim the next attempt of a runnable run; its number, or None if someone else did."""
+        attempt = run.attempt + 1
+        if not self.backend.put_if_absent(
+            claim_key(run.agent_id, run.run_id, attempt),
+            json.dumps({**owner, "attempt": attempt}).encode(),
+        ):
+            return None
+
+        def claimed(cur: Run | None) -> dict[str, Any] | None:
+            if cur is None or cur.attempt >= attempt:
+                return None
+            return {"type": "claimed", "attempt": attempt, "owner": owner}
+
+        self.append(run.agent_id, run.run_id, claimed)
+        return attempt
+
+    def owner(self, run: Run) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(
+                self.backend.get(claim_key(run.agent_id, run.run_id, run.attempt))
+            )
+            return data
+        except MissingObject:
+            return None
+
+    # ---- queries -------------------------------------------------------------------
+
+    def due(self, now: int, limit: int) -> list[Run]:
+        with self.store.index.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM runs WHERE status='queued'"
+                " OR (status='delayed' AND next_retry_at<=?) OR status='running'"
+                " ORDER BY created_at LIMIT ?",
+                (now, limit),
+            ).fetchall()
+        return [Run(*r) for r in rows]
+
+    def list(
+        self,
+        agent_id: str,
+        *,
+        trigger_id: str | None,
+        status: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[Run]:
+        if status is not None and status not in STATUSES:
+            raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}", field="status")
+        where = "agent_id=?"
+        params: list[object] = [agent_id]
+        if trigger_id is not None:
+            where += " AND trigger_id=?"
+            params.append(trigger_id)
+        if status is not None:
+            where += " AND status=?"
+            params.append(status)
+        if after is not None:
+            where += " AND (created_at, run_id) > (?, ?)"
+            params += list(after)
+        with self.store.index.read() as conn:
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at, run_id LIMIT ?",
+                (*params, limit),
+            ).fetchall()
+        return [Run(*r) for r in rows]
+
+    def counts(self, agent_id: str) -> dict[str, Any]:
+        with self.store.index.read() as conn:
+            rows = dict(
+                conn.execute(
+                    "SELECT status, COUNT(*) FROM runs WHERE agent_id=? GROUP BY status",
+                    (agent_id,),
+                ).fetchall()
+            )
+            last = conn.execute(
+                "SELECT MAX(finished_at) FROM runs WHERE agent_id=?", (agent_id,)
+            ).fetchone()[0]
+            retry = conn.execute(
+                "SELECT MIN(next_retry_at) FROM runs WHERE agent_id=? AND status='delayed'",
+                (agent_id,),
+            ).fetchone()[0]
+        return {"by_status": rows, "last_finished": last, "next_retry": retry}
+
+    def rescan(self) -> int:
+        """Index every delivery and run event the index lacks (after a crash or reindex)."""
+        found = 0
+        for agent in self.store.iter_agents():
+            base = f"{_prefix(agent.agent_id)}deliveries/"
+            for key in self.backend.list(base):
+                try:
+                    record = json.loads(self.backend.get(key))
+                except MissingObject:
+                    continue
+                run = self.register(agent.agent_id, key, record)
+                with self.store.index.write() as conn:
+                    self._catch_up(conn, agent.agent_id, run.run_id)
+                found += 1
+            runs_base = f"{_prefix(agent.agent_id)}runs/"
+            seen: set[str] = set()
+            for key in self.backend.list(runs_base):
+                run_id = key[len(runs_base) :].split("/", 1)[0]
+                if run_id not in seen:
+                    seen.add(run_id)
+                    with self.store.index.write() as conn:
+                        self._catch_up(conn, agent.agent_id, run_id)
+        return found
+
+    def collect(self, now: int, retention_us: int) -> int:
+        """Delete delivery records of finished runs older than the retention."""
+        with self.store.index.read() as conn:
+            rows = conn.execute(
+                "SELECT agent_id, run_id, delivery_key FROM runs WHERE delivery_key IS NOT NULL"
+                " AND status IN ('succeeded', 'failed') AND created_at < ?",
+                (now - retention_us,),
+            ).fetchall()
+        for agent_id, run_id, key in rows:
+            self.backend.delete(key)
+            with self.store.index.write() as conn:
+                conn.execute(
+                    "UPDATE runs SET delivery_key=NULL WHERE agent_id=? AND run_id=?",
+                    (agent_id, run_id),
+                )
+        return len(rows)
+
+
+def cap_output(data: bytes) -> str:
+    text = data[:OUTPUT_CAP].decode("utf-8", errors="replace")
+    if len(data) > OUTPUT_CAP:
+        text += f"\n[output truncated: {len(data)} bytes, kept {OUTPUT_CAP}]"
+    return text

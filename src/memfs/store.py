@@ -1,0 +1,750 @@
+"""The Store: agents, memories, versions and the commit log, on a Backend.
+
+Every change is one commit: under the index's write lock the store catches the
+index up with the log, checks the change against the head, writes large contents
+as blobs, then creates log entry N+1 with create-if-absent. Losing that race (to
+another node sharing the backend) means re-reading and re-checking at N+2. Only
+after the entry is durable is it applied to the index and the working tree, and
+only then is the caller answered. HTTP, CLI and client all call these methods.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memfs import content as contentlib
+from memfs import index, layout, paths
+from memfs.backend import Backend, LocalBackend, MissingObject
+from memfs.commits import (
+    CREATED,
+    DELETED,
+    INLINE_LIMIT,
+    MODIFIED,
+    RENAMED,
+    Change,
+    Commit,
+    format_ts,
+    now_us,
+)
+from memfs.content import Scalar
+from memfs.errors import (
+    Conflict,
+    CorruptionError,
+    InvalidRequest,
+    NotFound,
+    PreconditionFailed,
+)
+from memfs.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
+from memfs.worktree import WorkTree
+
+log = logging.getLogger("memfs.store")
+
+DEFAULT_MEMORY_BYTES = 100 * 1024
+_RACE_RETRIES = 50
+
+
+@dataclass(frozen=True)
+class Put:
+    """Write ``content`` at ``path``; ``if_match`` a sha256, ``create_only`` = If-None-Match."""
+
+    path: str
+    content: bytes
+    if_match: str | None = None
+    create_only: bool = False
+
+
+@dataclass(frozen=True)
+class Delete:
+    path: str
+    if_match: str | None = None
+
+
+@dataclass(frozen=True)
+class Move:
+    src: str
+    dst: str
+    if_match: str | None = None
+
+
+Op = Put | Delete | Move
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a write did: ``commit`` is None when nothing changed (an idempotent retry)."""
+
+    revision: int
+    commit: Commit | None
+
+
+@dataclass(frozen=True)
+class Memory:
+    path: str
+    content: bytes
+    sha256: str
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar]
+    version: int
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    created: bool
+    memory: MemoryRow
+    revision: int
+    changed: bool
+
+
+@dataclass(frozen=True)
+class Agent:
+    agent_id: str
+    name: str
+    memory_store_id: str
+    created_at: int
+    revision: int
+    last_ts: int
+
+    @classmethod
+    def of(cls, row: AgentRow) -> Agent:
+        return cls(row.agent_id, row.name, row.store_id, row.created_at, row.revision, row.last_ts)
+
+
+@dataclass
+class _Plan:
+    """Changes being assembled for one commit, with the state they leave behind."""
+
+    changes: list[Change] = field(default_factory=list)
+    contents: dict[str, bytes] = field(default_factory=dict)
+    after: dict[str, str | None] = field(default_factory=dict)  # path → sha (None: gone)
+    # Folders holding a path this plan writes: each path is added once, never undone.
+    folders: set[str] = field(default_factory=set)
+
+
+class Store:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        backend: Backend | None = None,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
+    ) -> None:
+        self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
+        self.index = Index(layout.index_path(data_dir))
+        self.memory_bytes = memory_bytes
+
+    def close(self) -> None:
+        self.index.close()
+
+    # ---- agents ----------------------------------------------------------------
+
+    def create_agent(self, agent_id: str, name: str | None = None) -> Agent:
+        paths.agent_id(agent_id)
+        name = agent_id if name is None else _agent_name(name)
+        with self.index.write() as conn:
+            # Canonical but not indexed (a crash before the index commit, or a lost
+            # index): adopt it in its own transaction, so the Conflict below keeps it.
+            if index.agent(conn, agent_id) is None:
+                existing = self._agent_record(agent_id)
+                if existing is not None:
+                    self._adopt(conn, existing)
+        with self.index.write() as conn:
+            if index.agent(conn, agent_id) is not None:
+                raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
+            # Leftovers of an erase that was interrupted must not leak into a new agent.
+            for key in list(self.backend.list(layout.agent_prefix(agent_id))):
+                self.backend.delete(key)
+            shutil.rmtree(layout.worktree_root(self.data_dir, agent_id), ignore_errors=True)
+            created = now_us()
+            store_id = str(uuid.uuid4())
+            record = {
+                "format": 1,
+                "agentId": agent_id,
+                "name": name,
+                "memoryStoreId": store_id,
+                "createdAt": format_ts(created),
+            }
+            body = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            if not self.backend.put_if_absent(layout.agent_key(agent_id), body):
+                raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
+            index.put_agent(conn, agent_id, name, store_id, created)
+            layout.worktree_root(self.data_dir, agent_id).mkdir(parents=True, exist_ok=True)
+            row = index.agent(conn, agent_id)
+        assert row is not None
+        return Agent.of(row)
+
+    def _agent_record(self, agent_id: str) -> dict[str, str] | None:
+        try:
+            data = self.backend.get(layout.agent_key(agent_id))
+        except MissingObject:
+            return None
+        try:
+            record = json.loads(data)
+            if record["agentId"] != agent_id:
+                raise ValueError("agent id does not match its folder")
+            return dict(record)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptionError(f"agent record of {agent_id!r} is unreadable: {exc}") from None
+
+    def _adopt(self, conn: index.Connection, record: Mapping[str, Any]) -> None:
+        from memfs.commits import parse_ts
+
+        index.put_agent(
+            conn,
+            record["agentId"],
+            record["name"],
+            record["memoryStoreId"],
+            parse_ts(record["createdAt"]),
+        )
+
+    def rename_agent(self, agent_id: str, name: str, *, actor: str) -> Agent:
+        name = _agent_name(name)
+        self._commit(agent_id, [], actor=actor, message=f"rename agent to {name}", agent_name=name)
+        return self.get_agent(agent_id)
+
+    def get_agent(self, agent_id: str) -> Agent:
+        paths.agent_id(agent_id)
+        with self.index.read() as conn:
+            return Agent.of(_require_agent(conn, agent_id))
+
+    def list_agents(
+        self, prefix: str = "", *, after: str | None = None, limit: int = 200
+    ) -> list[Agent]:
+        with self.index.read() as conn:
+            return [Agent.of(r) for r in index.agents(conn, prefix, after, limit)]
+
+    def agent_stats(self, agent_id: str) -> tuple[int, int]:
+        """(number of memories, their total bytes)."""
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.agent_stats(conn, agent_id)
+
+    def erase_agent(self, agent_id: str) -> None:
+        """Erase an agent and its whole history, irrecoverably."""
+        paths.agent_id(agent_id)
+        with self.index.write() as conn:
+            if index.agent(conn, agent_id) is None and self._agent_record(agent_id) is None:
+                raise NotFound(f"agent {agent_id!r} does not exist", field="agentId")
+            index.drop_agent(conn, agent_id)
+            # The record goes first: without it, whatever an interrupted erase leaves is
+            # a leftover that fsck reports and the next create of this id removes.
+            self.backend.delete(layout.agent_key(agent_id))
+            for key in list(self.backend.list(layout.agent_prefix(agent_id))):
+                self.backend.delete(key)
+            shutil.rmtree(layout.agent_folder(self.data_dir, agent_id), ignore_errors=True)
+
+    # ---- writing -----------------------------------------------------------------
+
+    def write(
+        self,
+        agent_id: str,
+        path: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        create_only: bool = False,
+        actor: str,
+        message: str = "",
+    ) -> WriteResult:
+        """Write one memory. Identical content is a no-op that answers the current version."""
+        path = paths.memory_path(path)
+        result = self.apply(
+            agent_id,
+            [Put(path, data, if_match=if_match, create_only=create_only)],
+            actor=actor,
+            message=message,
+        )
+        with self.index.read() as conn:
+            row = index.memory(conn, agent_id, path)
+        assert row is not None
+        created = result.commit is not None and result.commit.changes[0].operation == CREATED
+        return WriteResult(created, row, result.revision, result.commit is not None)
+
+    def delete(
+        self,
+        agent_id: str,
+        path: str,
+        *,
+        if_match: str | None = None,
+        actor: str,
+        message: str = "",
+    ) -> CommitResult:
+        return self.apply(agent_id, [Delete(path, if_match)], actor=actor, message=message)
+
+    def rename(
+        self,
+        agent_id: str,
+        src: str,
+        dst: str,
+        *,
+        if_match: str | None = None,
+        actor: str,
+        message: str = "",
+    ) -> CommitResult:
+        return self.apply(agent_id, [Move(src, dst, if_match)], actor=actor, message=message)
+
+    def apply(
+        self, agent_id: str, ops: Sequence[Op], *, actor: str, message: str = ""
+    ) -> CommitResult:
+        """Apply ``ops`` as one commit, all or nothing."""
+        if not ops:
+            raise InvalidRequest("a commit needs at least one change")
+        return self._commit(agent_id, ops, actor=actor, message=message)
+
+    def _commit(
+        self,
+        agent_id: str,
+        ops: Sequence[Op],
+        *,
+        actor: str,
+        message: str,
+        agent_name: str | None = None,
+    ) -> CommitResult:
+        paths.agent_id(agent_id)
+        ops = [_validated(op) for op in ops]
+        for _attempt in range(_RACE_RETRIES):
+            try:
+                with self.index.write() as conn:
+                    row = self._catch_up(conn, _require_agent(conn, agent_id))
+                    plan = self._plan(conn, agent_id, ops)
+                    if not plan.changes and agent_name is None:
+                        return CommitResult(row.revision, None)
+                    for change in plan.changes:
+                        if change.after is not None and change.content is None:
+                            key = layout.blob_key(agent_id, change.after)
+                            self.backend.put_if_absent(key, plan.contents[change.after])
+                    ts = max(now_us(), row.last_ts + 1, index.clock(conn) + 1)
+                    commit = Commit(
+                        agent_id=agent_id,
+                        revision=row.revision + 1,
+                        ts=ts,
+                        actor=actor,
+                        message=message,
+                        changes=tuple(plan.changes),
+                        agent_name=agent_name,
+                    )
+                    key = layout.log_key(agent_id, commit.revision)
+                    if not self.backend.put_if_absent(key, commit.to_bytes()):
+                        raise _LostRace
+                    self._record(conn, commit, ts, plan.contents)
+                    return CommitResult(commit.revision, commit)
+            except _LostRace:
+                continue
+        raise Conflict("too many concurrent writers; try again")
+
+    def _record(
+        self, conn: index.Connection, commit: Commit, visible_at: int, contents: dict[str, bytes]
+    ) -> None:
+        index.apply_commit(conn, commit, visible_at, contents)
+        tree = WorkTree(layout.worktree_root(self.data_dir, commit.agent_id))
+        for change in commit.changes:
+            try:
+                data = contents.get(change.after) if change.after else None
+                tree.update(change.path, change.before, change.after, data, commit.revision)
+            except OSError as exc:
+                # The tree is derived: the commit stands, and fsck --repair restores it.
+                log.warning(
+                    "working tree of %s not updated at %s: %s", commit.agent_id, change.path, exc
+                )
+
+    def _catch_up(self, conn: index.Connection, row: AgentRow) -> AgentRow:
+        """Apply log entries past the index's revision (left by a crashed writer)."""
+        revision = row.revision
+        while True:
+            key = layout.log_key(row.agent_id, revision + 1)
+            try:
+                data = self.backend.get(key)
+            except MissingObject:
+                break
+            commit = Commit.from_bytes(data, where=key)
+            visible_at = max(now_us(), index.clock(conn) + 1, commit.ts)
+            self._record(conn, commit, visible_at, self._contents(commit))
+            revision += 1
+        if revision == row.revision:
+            return row
+        fresh = index.agent(conn, row.agent_id)
+        assert fresh is not None
+        return fresh
+
+    def _contents(self, commit: Commit) -> dict[str, bytes]:
+        contents: dict[str, bytes] = {}
+        for change in commit.changes:
+            if change.after is None:
+                continue
+            if change.content is not None:
+                contents[change.after] = change.content.encode()
+            else:
+                contents[change.after] = self.backend.get(
+                    layout.blob_key(commit.agent_id, change.after)
+                )
+        return contents
+
+    def _plan(self, conn: index.Connection, agent_id: str, ops: Sequence[Op]) -> _Plan:
+        plan = _Plan()
+        for op in ops:
+            if isinstance(op, Put):
+                self._plan_put(conn, agent_id, plan, op)
+            elif isinstance(op, Delete):
+                self._plan_delete(conn, agent_id, plan, op)
+            else:
+                self._plan_move(conn, agent_id, plan, op)
+        return plan
+
+    def _current(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> str | None:
+        if path in plan.after:
+            return plan.after[path]
+        row = index.memory(conn, agent_id, path)
+        return row.sha256 if row else None
+
+    def _check_place(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> None:
+        """A file and a folder can't share a name."""
+        pending_below = path in plan.folders
+        if pending_below or index.is_folder(conn, agent_id, path):
+            raise Conflict(f"{path} is a folder; a memory can't have the same name", field="path")
+        for folder in paths.parent_folders(path):
+            if self._current(conn, agent_id, plan, folder) is not None:
+                raise Conflict(
+                    f"{folder} is a memory, so it can't be a folder for {path}", field="path"
+                )
+
+    def _add(
+        self,
+        conn: index.Connection,
+        agent_id: str,
+        plan: _Plan,
+        change: Change,
+        data: bytes | None,
+    ) -> None:
+        if change.path in plan.after:
+            raise InvalidRequest(f"one commit can change {change.path} only once", field="path")
+        plan.changes.append(change)
+        plan.after[change.path] = change.after
+        if change.after is not None:
+            plan.folders.update(paths.parent_folders(change.path))
+        if change.after is not None and data is not None:
+            plan.contents[change.after] = data
+
+    def _next_version(self, conn: index.Connection, agent_id: str, path: str) -> int:
+        return index.last_version(conn, agent_id, path) + 1
+
+    def _plan_put(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Put) -> None:
+        parsed = contentlib.parse(op.content, limit=self.memory_bytes)
+        current = self._current(conn, agent_id, plan, op.path)
+        if op.create_only and current is not None:
+            raise PreconditionFailed(f"{op.path} already exists (If-None-Match: *)", field="path")
+        if op.if_match is not None and current != op.if_match:
+            raise PreconditionFailed(_mismatch(op.path, op.if_match, current), field="If-Match")
+        if current == parsed.sha256:
+            return  # identical content: nothing to commit
+        if current is None:
+            self._check_place(conn, agent_id, plan, op.path)
+        text = op.content.decode() if parsed.size <= INLINE_LIMIT else None
+        change = Change(
+            path=op.path,
+            operation=MODIFIED if current is not None else CREATED,
+            version=self._next_version(conn, agent_id, op.path),
+            before=current,
+            after=parsed.sha256,
+            size=parsed.size,
+            content=text,
+            description=parsed.description,
+            metadata=parsed.metadata,
+        )
+        self._add(conn, agent_id, plan, change, op.content)
+
+    def _plan_delete(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Delete) -> None:
+        current = self._current(conn, agent_id, plan, op.path)
+        if current is None:
+            raise NotFound(f"{op.path} does not exist", field="path")
+        if op.if_match is not None and current != op.if_match:
+            raise PreconditionFailed(_mismatch(op.path, op.if_match, current), field="If-Match")
+        change = Change(
+            path=op.path,
+            operation=DELETED,
+            version=self._next_version(conn, agent_id, op.path),
+            before=current,
+            after=None,
+        )
+        self._add(conn, agent_id, plan, change, None)
+
+    def _plan_move(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Move) -> None:
+        current = self._current(conn, agent_id, plan, op.src)
+        if current is None:
+            raise NotFound(f"{op.src} does not exist", field="path")
+        if op.if_match is not None and current != op.if_match:
+            raise PreconditionFailed(_mismatch(op.src, op.if_match, current), field="If-Match")
+        if op.src == op.dst:
+            raise InvalidRequest("a memory can't be renamed to its own path", field="newPath")
+        if self._current(conn, agent_id, plan, op.dst) is not None:
+            raise Conflict(f"{op.dst} already exists", field="newPath")
+        data = plan.contents.get(current) or self._read_blob(conn, agent_id, current)
+        row = index.memory(conn, agent_id, op.src)
+        description = row.description if row else None
+        metadata = row.metadata if row else {}
+        self._add(
+            conn,
+            agent_id,
+            plan,
+            Change(
+                path=op.src,
+                operation=RENAMED,
+                version=self._next_version(conn, agent_id, op.src),
+                before=current,
+                after=None,
+                renamed_to=op.dst,
+            ),
+            None,
+        )
+        self._check_place(conn, agent_id, plan, op.dst)
+        self._add(
+            conn,
+            agent_id,
+            plan,
+            Change(
+                path=op.dst,
+                operation=RENAMED,
+                version=self._next_version(conn, agent_id, op.dst),
+                before=None,
+                after=current,
+                size=len(data),
+                content=data.decode() if len(data) <= INLINE_LIMIT else None,
+                renamed_from=op.src,
+                description=description,
+                metadata=metadata,
+            ),
+            data,
+        )
+
+    # ---- reading -----------------------------------------------------------------
+
+    def _read_blob(self, conn: index.Connection, agent_id: str, sha256: str) -> bytes:
+        data = index.blob(conn, agent_id, sha256)
+        if data is not None:
+            return data
+        try:
+            return self.backend.get(layout.blob_key(agent_id, sha256))
+        except MissingObject:
+            raise CorruptionError(
+                f"content {sha256} of agent {agent_id!r} is missing; run 'memfs fsck'"
+            ) from None
+
+    def read(self, agent_id: str, path: str, version: int | None = None) -> Memory:
+        """The current memory at ``path``, or its version ``version`` (past ones too)."""
+        path = paths.memory_path(path)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            if version is None:
+                row = index.memory(conn, agent_id, path)
+                if row is None:
+                    raise NotFound(f"{path} does not exist", field="path")
+                data = self._read_blob(conn, agent_id, row.sha256)
+                return Memory(
+                    path,
+                    data,
+                    row.sha256,
+                    row.size,
+                    row.description,
+                    row.metadata,
+                    row.version,
+                    row.created_at,
+                    row.updated_at,
+                )
+            if version < 1:
+                raise InvalidRequest("version must be an integer >= 1", field="version")
+            # SQLite integers are 64-bit: a larger version can't exist (nor be bound).
+            past = index.version(conn, agent_id, path, version) if version < 2**63 else None
+            if past is None:
+                raise NotFound(f"{path} has no version {version}", field="version")
+            if past.sha256 is None:
+                raise NotFound(
+                    f"version {version} of {path} is its deletion; read version {version - 1}",
+                    field="version",
+                )
+            data = self._read_blob(conn, agent_id, past.sha256)
+            return Memory(
+                path,
+                data,
+                past.sha256,
+                past.size,
+                past.description,
+                past.metadata,
+                past.version,
+                past.valid_from,
+                past.valid_from,
+            )
+
+    def list_memories(
+        self,
+        agent_id: str,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        limit: int = 200,
+        depth_one: bool = False,
+        filters: Sequence[tuple[str, str]] = (),
+    ) -> tuple[list[MemoryRow | FolderEntry], bool]:
+        """A page of one folder's memories (and subfolders with ``depth_one``)."""
+        folder = paths.folder_prefix(folder)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.list_memories(
+                conn,
+                agent_id,
+                folder,
+                after=after,
+                limit=limit,
+                depth_one=depth_one,
+                filters=filters,
+            )
+
+    def count_memories(
+        self,
+        agent_id: str,
+        folder: str = "",
+        *,
+        depth_one: bool = False,
+        filters: Sequence[tuple[str, str]] = (),
+    ) -> int:
+        folder = paths.folder_prefix(folder)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.count_memories(
+                conn, agent_id, folder, depth_one=depth_one, filters=filters
+            )
+
+    def versions(
+        self, agent_id: str, path: str, *, after: int = 0, limit: int = 200
+    ) -> list[VersionRow]:
+        path = paths.memory_path(path)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            rows = index.versions(conn, agent_id, path, after, limit)
+            if not rows and after == 0:
+                raise NotFound(f"{path} has no history", field="path")
+            return rows
+
+    def log(
+        self, agent_id: str, *, path: str | None = None, before: int | None = None, limit: int = 200
+    ) -> list[CommitRow]:
+        """Commits newest first, optionally only those that touched ``path``."""
+        if path is not None:
+            path = paths.memory_path(path)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.commits(conn, agent_id, before=before, limit=limit, path=path)
+
+    def commit_at(self, agent_id: str, revision: int) -> Commit:
+        """The canonical log entry of ``revision``, read from the backend."""
+        agent = self.get_agent(agent_id)
+        if not 1 <= revision <= agent.revision:
+            raise NotFound(
+                f"agent {agent_id!r} has no revision {revision} (head is {agent.revision})",
+                field="revision",
+            )
+        key = layout.log_key(agent_id, revision)
+        try:
+            return Commit.from_bytes(self.backend.get(key), where=key)
+        except MissingObject:
+            raise CorruptionError(f"log entry {key} is missing; run 'memfs fsck'") from None
+
+    def content_of(self, agent_id: str, sha256: str) -> bytes:
+        with self.index.read() as conn:
+            return self._read_blob(conn, agent_id, sha256)
+
+    def sync(self, agent_id: str | None = None) -> int:
+        """Apply log entries a crashed writer left unindexed; returns how many agents moved."""
+        ids = [agent_id] if agent_id else [a.agent_id for a in self.iter_agents()]
+        moved = 0
+        for one in ids:
+            with self.index.write() as conn:
+                row = index.agent(conn, one)
+                if row is not None and self._catch_up(conn, row) is not row:
+                    moved += 1
+        return moved
+
+    def iter_agents(self) -> list[Agent]:
+        out: list[Agent] = []
+        after: str | None = None
+        while True:
+            page = self.list_agents(after=after, limit=1000)
+            out.extend(page)
+            if len(page) < 1000:
+                return out
+            after = page[-1].agent_id
+
+
+class _LostRace(Exception):
+    """Another writer created the log entry we meant to create."""
+
+
+def _require_agent(conn: index.Connection, agent_id: str) -> AgentRow:
+    row = index.agent(conn, agent_id)
+    if row is None:
+        raise NotFound(
+            f"agent {agent_id!r} does not exist; create it with "
+            f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
+            field="agentId",
+        )
+    return row
+
+
+def _validated(op: Op) -> Op:
+    if isinstance(op, Put):
+        if op.if_match is not None:
+            _sha(op.if_match)
+        return Put(paths.memory_path(op.path), op.content, op.if_match, op.create_only)
+    if isinstance(op, Delete):
+        if op.if_match is not None:
+            _sha(op.if_match)
+        return Delete(paths.memory_path(op.path), op.if_match)
+    if op.if_match is not None:
+        _sha(op.if_match)
+    return Move(paths.memory_path(op.src), paths.memory_path(op.dst, field="newPath"), op.if_match)
+
+
+def _sha(value: str) -> str:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise InvalidRequest(
+            "If-Match must be a lowercase hex sha256 (64 characters)", field="If-Match"
+        )
+    return value
+
+
+def _mismatch(path: str, expected: str, current: str | None) -> str:
+    now = f"is at {current[:12]}…" if current else "does not exist"
+    return f"{path} {now}, not {expected[:12]}…; re-read it and retry"
+
+
+def _agent_name(name: str) -> str:
+    if (
+        not isinstance(name, str)
+        or not name.strip()
+        or len(name) > 256
+        or any(ord(c) < 32 for c in name)
+    ):
+        raise InvalidRequest("agent name must be 1-256 printable characters", field="name")
+    return name
+
+
+__all__ = [
+    "Agent",
+    "CommitResult",
+    "Delete",
+    "Memory",
+    "Move",
+    "Op",
+    "Put",
+    "Store",
+    "WriteResult",
+]

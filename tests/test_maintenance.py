@@ -1,0 +1,391 @@
+"""Derived state is rebuildable, canonical damage is reported and never "repaired",
+and hand edits in the working tree are neither lost nor mistaken for damage."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memfs import layout, maintenance, paths
+from memfs.durable import TEMP_PREFIX
+from memfs.errors import Conflict, InvalidRequest, NotFound
+from memfs.index import FolderEntry, MemoryRow
+from memfs.store import Store
+
+ACTOR = "test"
+BIG = ("# big\n" + "line with ü\n" * 2000).encode()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def tree(store: Store, agent_id: str) -> Path:
+    return layout.worktree_root(store.data_dir, agent_id)
+
+
+def populate(store: Store, agent: str) -> None:
+    """A history with every kind of change, two agents and a large blob."""
+    store.write(
+        agent, "/memories/a.md", b"---\ndescription: first\nteam: core\n---\nA1", actor="u1"
+    )
+    store.write(agent, "/memories/a.md", b"---\ndescription: second\nrank: 2\n---\nA2", actor="u2")
+    store.write(agent, "/memories/dir/sub/b.md", b"B1", actor=ACTOR, message="add b")
+    store.write(agent, "/memories/dir/big.md", BIG, actor=ACTOR)
+    store.write(agent, "/memories/gone.md", b"G1", actor=ACTOR)
+    store.delete(agent, "/memories/gone.md", actor=ACTOR, message="rm gone")
+    store.write(agent, "/memories/gone.md", b"G3", actor=ACTOR)
+    store.rename(agent, "/memories/dir/sub/b.md", "/memories/moved/b.md", actor=ACTOR)
+    store.write(agent, "/memories/caf\u00e9.md", b"\xc3\xa9", actor=ACTOR)
+    store.rename_agent(agent, "Renamed", actor="admin")
+    other = store.create_agent("users/bob/assistant", "Bob").agent_id
+    store.write(other, "/memories/a.md", b"bob", actor=ACTOR)
+    store.create_agent("users/carol/empty")
+
+
+def snapshot(store: Store) -> dict[str, Any]:
+    """Everything the index answers, in full."""
+    out: dict[str, Any] = {"agents": [dataclasses.asdict(a) for a in store.list_agents()]}
+    for agent in store.list_agents():
+        a = agent.agent_id
+        ever: set[str] = set()
+        for commit in store.log(a):
+            ever.update(str(c["path"]) for c in commit.changes)
+        listings: dict[str, Any] = {}
+        for folder in ("", "dir", "moved", "nothing"):
+            for depth_one in (False, True):
+                page, more = store.list_memories(a, folder, depth_one=depth_one, limit=1000)
+                listings[f"{folder}:{depth_one}"] = (
+                    [dataclasses.asdict(i) for i in page],
+                    more,
+                    store.count_memories(a, folder, depth_one=depth_one),
+                )
+        listings["filter"] = store.list_memories(a, filters=[("rank", "2")])
+        reads: dict[str, Any] = {}
+        versions: dict[str, Any] = {}
+        for path in sorted(ever):
+            rows = store.versions(a, path)
+            versions[path] = [dataclasses.asdict(v) for v in rows]
+            for v in rows:
+                if v.sha256 is not None:
+                    reads[f"{path}@{v.version}"] = dataclasses.asdict(
+                        store.read(a, path, version=v.version)
+                    )
+            try:
+                reads[path] = dataclasses.asdict(store.read(a, path))
+            except NotFound:
+                reads[path] = None
+        out[a] = {
+            "agent": dataclasses.asdict(store.get_agent(a)),
+            "stats": store.agent_stats(a),
+            "listings": listings,
+            "reads": reads,
+            "versions": versions,
+            "log": [dataclasses.asdict(c) for c in store.log(a)],
+            "log_of_a": [dataclasses.asdict(c) for c in store.log(a, path="/memories/a.md")],
+        }
+    return out
+
+
+def remove_index(data_dir: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(layout.index_path(data_dir)) + suffix).unlink(missing_ok=True)
+
+
+def sql(store: Store, statement: str) -> None:
+    conn = sqlite3.connect(store.index.path)
+    try:
+        conn.execute(statement)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_reindex_rebuilds_exactly_the_same_answers(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    agent = store.create_agent("users/alice/assistant").agent_id
+    populate(store, agent)
+    before = snapshot(store)
+    assert before[agent]["agent"]["name"] == "Renamed"
+    assert before[agent]["listings"][":False"][2] == 5
+    store.close()
+
+    remove_index(data)
+    reopened = Store(data)
+    try:
+        assert reopened.list_agents() == []  # a fresh index knows nothing yet
+        assert maintenance.reindex(reopened) == (3, 11)
+        assert snapshot(reopened) == before
+        # Writing goes on at the next revision, as if nothing happened.
+        result = reopened.write(agent, "/memories/new.md", b"n", actor=ACTOR)
+        assert result.revision == before[agent]["agent"]["revision"] + 1
+        assert maintenance.fsck(reopened).ok
+    finally:
+        reopened.close()
+
+
+def test_reindex_of_a_live_index_changes_nothing(store: Store, agent: str) -> None:
+    populate(store, agent)
+    before = snapshot(store)
+    maintenance.reindex(store)
+    assert snapshot(store) == before
+
+
+def test_create_agent_adopts_an_unindexed_record(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    store.create_agent("users/alice/assistant")
+    store.close()
+    remove_index(data)
+    reopened = Store(data)
+    try:
+        with pytest.raises(Conflict, match="already exists"):
+            reopened.create_agent("users/alice/assistant")
+        assert reopened.get_agent("users/alice/assistant").revision == 0
+    finally:
+        reopened.close()
+
+
+# ---- fsck ---------------------------------------------------------------------------
+
+
+def test_fsck_is_clean_on_a_healthy_store(store: Store, agent: str) -> None:
+    populate(store, agent)
+    report = maintenance.fsck(store)
+    assert report.ok
+    assert (report.damaged, report.derived, report.uncommitted, report.repaired) == ([], [], [], [])
+    assert report.agents == 3
+    assert report.commits == 11
+    assert report.objects == 1  # the one content too large to inline
+    assert report.to_json()["ok"] is True
+
+
+def test_flipped_byte_in_a_blob_is_damage_never_repaired(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/big.md", BIG, actor=ACTOR)
+    blob = store.data_dir / layout.blob_key(agent, sha(BIG))
+    raw = bytearray(blob.read_bytes())
+    raw[100] ^= 0x01
+    blob.write_bytes(bytes(raw))
+
+    report = maintenance.fsck(store)
+    assert not report.ok
+    assert any(sha(BIG)[2:] in d and "does not match" in d for d in report.damaged)
+
+    repaired = maintenance.fsck(store, repair=True)
+    assert not repaired.ok
+    assert repaired.damaged == report.damaged
+    assert not any(sha(BIG)[2:] in r for r in repaired.repaired)
+    assert blob.read_bytes() == bytes(raw)  # canonical bytes are not rewritten
+    assert not maintenance.fsck(store).ok
+
+
+def test_missing_blob_is_damage(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/big.md", BIG, actor=ACTOR)
+    (store.data_dir / layout.blob_key(agent, sha(BIG))).unlink()
+    report = maintenance.fsck(store, repair=True)
+    assert not report.ok
+    assert any("referenced by the log but missing" in d for d in report.damaged)
+
+
+def test_missing_log_entry_in_the_middle_is_damage(store: Store, agent: str) -> None:
+    for n in range(3):
+        store.write(agent, f"/memories/{n}.md", b"x", actor=ACTOR)
+    (store.data_dir / layout.log_key(agent, 2)).unlink()
+    report = maintenance.fsck(store)
+    assert not report.ok
+    assert any("jumps from 1 to 3" in d for d in report.damaged)
+    assert not maintenance.fsck(store, repair=True).ok
+
+
+def test_tampered_log_entry_is_damage(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/a.md", b"original", actor=ACTOR)
+    entry = store.data_dir / layout.log_key(agent, 1)
+    entry.write_bytes(entry.read_bytes().replace(b"original", b"0riginal"))
+    report = maintenance.fsck(store, repair=True)
+    assert not report.ok
+    assert any("inline content does not match" in d for d in report.damaged)
+
+
+def test_lost_index_rows_are_derived_and_repaired(store: Store, agent: str) -> None:
+    populate(store, agent)
+    before = snapshot(store)
+    sql(store, "DELETE FROM memories")
+    assert store.list_memories(agent) == ([], False)
+
+    report = maintenance.fsck(store)
+    assert report.damaged == []
+    assert report.derived and not report.ok
+    assert any("differ from the log" in d for d in report.derived)
+
+    repaired = maintenance.fsck(store, repair=True)
+    assert repaired.ok
+    assert len(repaired.repaired) == len(repaired.derived) > 0
+    clean = maintenance.fsck(store)
+    assert clean.ok and clean.derived == []
+    assert snapshot(store) == before
+
+
+def test_stale_working_tree_file_is_derived_and_repaired(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/a.md", b"version one", actor=ACTOR)
+    store.write(agent, "/memories/a.md", b"version two", actor=ACTOR)
+    file = tree(store, agent) / "a.md"
+    file.write_bytes(b"version one")  # what a lost tree update leaves behind
+
+    report = maintenance.fsck(store)
+    assert not report.ok and report.uncommitted == []
+    assert any("older version" in d for d in report.derived)
+
+    repaired = maintenance.fsck(store, repair=True)
+    assert repaired.ok
+    assert file.read_bytes() == b"version two"
+    assert maintenance.fsck(store).derived == []
+
+
+def test_hand_edit_is_uncommitted_and_left_alone(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/a.md", b"memfs wrote this", actor=ACTOR)
+    store.write(agent, "/memories/b.md", b"b", actor=ACTOR)
+    file = tree(store, agent) / "a.md"
+    file.write_bytes(b"a person wrote this")
+    (tree(store, agent) / "b.md").unlink()
+    (tree(store, agent) / "notes.md").write_bytes(b"new by hand")
+
+    report = maintenance.fsck(store, repair=True)
+    assert report.ok
+    assert report.damaged == [] and report.derived == []
+    assert sorted(report.uncommitted) == [
+        f"{agent} /memories/a.md: modified in the working tree",
+        f"{agent} /memories/b.md: deleted in the working tree",
+        f"{agent} /memories/notes.md: new file in the working tree",
+    ]
+    assert file.read_bytes() == b"a person wrote this"
+    assert not (tree(store, agent) / "b.md").exists()
+    assert (tree(store, agent) / "notes.md").read_bytes() == b"new by hand"
+    # The store's own answers are unchanged by the edit.
+    assert store.read(agent, "/memories/a.md").content == b"memfs wrote this"
+
+
+def test_old_stray_temp_files_are_removed_by_repair_young_ones_kept(
+    store: Store, agent: str
+) -> None:
+    store.write(agent, "/memories/dir/a.md", b"a", actor=ACTOR)
+    old = time.time() - maintenance.TEMP_GRACE_S - 60
+    strays = [
+        tree(store, agent) / "dir" / f"{TEMP_PREFIX}x",
+        store.data_dir
+        / "agents"
+        / paths.agent_dir_name(agent)
+        / ".memfs"
+        / "log"
+        / f"{TEMP_PREFIX}y",
+    ]
+    for stray in strays:
+        stray.write_bytes(b"half a file")
+        os.utime(stray, (old, old))
+    young = tree(store, agent) / "dir" / f"{TEMP_PREFIX}z"
+    young.write_bytes(b"a writer may still be at work")
+
+    report = maintenance.fsck(store)
+    assert not report.ok
+    assert sum("interrupted write" in d for d in report.derived) == 2
+    assert not any(str(young) in d for d in report.derived)
+    assert report.uncommitted == []  # a temp file is not a hand edit
+    assert maintenance.status(store, agent) == []
+
+    repaired = maintenance.fsck(store, repair=True)
+    assert repaired.ok
+    assert not any(stray.exists() for stray in strays)
+    assert young.exists()
+    assert (tree(store, agent) / "dir" / "a.md").read_bytes() == b"a"
+    assert maintenance.fsck(store).derived == []
+
+
+def test_leftover_of_an_interrupted_erase_is_removed_by_repair(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/a.md", b"a", actor=ACTOR)
+    keep = store.create_agent("users/bob/assistant").agent_id
+    # An erase killed right after removing the record leaves the rest behind.
+    store.backend.delete(layout.agent_key(agent))
+    sql(store, f"DELETE FROM agents WHERE agent_id='{agent}'")
+
+    report = maintenance.fsck(store)
+    assert any("interrupted erase" in d for d in report.derived) and not report.ok
+    assert maintenance.fsck(store, repair=True).ok
+    assert not layout.agent_folder(store.data_dir, agent).exists()
+    assert layout.agent_folder(store.data_dir, keep).exists()
+    assert maintenance.fsck(store).ok
+
+
+# ---- status and commit of hand edits ---------------------------------------------------
+
+
+def test_status_and_commit_worktree(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/keep.md", b"keep", actor=ACTOR)
+    store.write(agent, "/memories/edit.md", b"before", actor=ACTOR)
+    store.write(agent, "/memories/dir/drop.md", b"drop", actor=ACTOR)
+    root = tree(store, agent)
+    assert maintenance.status(store, agent) == []
+    assert maintenance.commit_worktree(store, agent, actor=ACTOR, message="") is None
+
+    (root / "edit.md").write_bytes(b"after")
+    (root / "dir" / "drop.md").unlink()
+    (root / "new").mkdir()
+    (root / "new" / "added.md").write_bytes(b"---\ndescription: by hand\n---\nadded")
+    (root / "bad\\name.md").write_bytes(b"x")  # a backslash is not allowed in a path
+
+    changes = maintenance.status(store, agent)
+    assert [(c.state, c.path) for c in changes] == [
+        ("invalid", "/memories/bad\\name.md"),
+        ("deleted", "/memories/dir/drop.md"),
+        ("modified", "/memories/edit.md"),
+        ("added", "/memories/new/added.md"),
+    ]
+    assert "backslash" in changes[0].reason
+    with pytest.raises(InvalidRequest, match="bad"):
+        maintenance.commit_worktree(store, agent, actor="me", message="hand edits")
+    assert store.get_agent(agent).revision == 3  # nothing committed
+
+    (root / "bad\\name.md").unlink()
+    result = maintenance.commit_worktree(store, agent, actor="me", message="hand edits")
+    assert result is not None and result.commit is not None
+    assert result.revision == 4
+    assert sorted((c.path, c.operation) for c in result.commit.changes) == [
+        ("/memories/dir/drop.md", "deleted"),
+        ("/memories/edit.md", "modified"),
+        ("/memories/new/added.md", "created"),
+    ]
+    (top,) = store.log(agent, limit=1)
+    assert (top.actor, top.message) == ("me", "hand edits")
+    assert maintenance.status(store, agent) == []
+    assert store.read(agent, "/memories/edit.md").content == b"after"
+    assert store.read(agent, "/memories/new/added.md").description == "by hand"
+    with pytest.raises(NotFound):
+        store.read(agent, "/memories/dir/drop.md")
+    assert store.read(agent, "/memories/keep.md").version == 1
+    assert maintenance.fsck(store).uncommitted == []
+    page, _ = store.list_memories(agent, depth_one=True)
+    assert [(type(i), i.path) for i in page] == [
+        (MemoryRow, "/memories/edit.md"),
+        (MemoryRow, "/memories/keep.md"),
+        (FolderEntry, "/memories/new"),
+    ]
+
+
+def test_status_flags_names_that_are_not_nfc(store: Store, agent: str) -> None:
+    (tree(store, agent) / "cafe\u0301.md").write_bytes(b"x")
+    (changed,) = maintenance.status(store, agent)
+    assert changed.state == "invalid"
+    assert "NFC" in changed.reason
+
+
+def test_commit_worktree_refuses_invalid_content(store: Store, agent: str) -> None:
+    (tree(store, agent) / "a.md").write_bytes(b"---\na: b: c\n---\n")
+    with pytest.raises(InvalidRequest, match="commit refused: invalid YAML frontmatter on line 2"):
+        maintenance.commit_worktree(store, agent, actor=ACTOR, message="")
+    assert store.get_agent(agent).revision == 0
