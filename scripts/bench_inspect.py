@@ -7,10 +7,10 @@ Run from the repository root:
     .venv/bin/python scripts/bench_inspect.py            # 10k vs 1M versions (~10 minutes)
     .venv/bin/python scripts/bench_inspect.py --quick    # 10k vs 100k versions, ~60 s
 
-One agent's history is grown with multi-change commits (``Store.apply``, ``--batch``
-Puts each) over ``versions / 10`` paths, so every path has up to ten versions and
-most versions are superseded; each version has two heading chunks and one wiki link.
-At each size, inspect (called in-process, as the HTTP route does) is timed for one
+Each size is one agent, grown with multi-change commits (``Store.apply``, ``--batch``
+Puts each) over ``versions / 10`` paths: every path has ten versions (nine of them
+superseded), each version two heading chunks and one wiki link. The small agent is
+measured before the big one is built. At each size, inspect (called in-process, as the HTTP route does) is timed for one
 page of each listing — chunks (50), graph nodes (100), log (50) — at the start, the
 middle and the end of the walk, pinned at the store's ``readTimestamp``. Then the
 whole agent is walked pinned (chunks, pages of 200; at both sizes, or only the small
@@ -45,7 +45,7 @@ from memfs.tokens import Signer
 from memfs.worktree import WorkTree
 
 REPO = Path(__file__).resolve().parent.parent
-AGENT = "bench/inspect"
+AGENTS = {"small": "bench/small", "big": "bench/big"}
 ACTOR = "bench"
 VERSIONS_PER_PATH = 10
 # listing → page size measured (the contract's defaults)
@@ -138,19 +138,23 @@ def path_of(i: int, paths: int) -> str:
     return f"/memories/f{p % 100:02d}/n{p:07d}.md"
 
 
-def grow(store: Store, have: int, want: int, paths: int, batch: int) -> float:
-    """Add versions ``have``..``want``-1; seconds taken. A batch never repeats a path."""
+def grow(store: Store, agent: str, want: int, batch: int) -> float:
+    """Give ``agent`` ``want`` versions of ``want / 10`` paths; seconds taken.
+
+    A commit never changes a path twice."""
+    store.create_agent(agent)
+    paths = max(1, want // VERSIONS_PER_PATH)
     began = last = time.perf_counter()
-    done = have
+    done = 0
     while done < want:
         upto = min(want, done + batch, (done // paths + 1) * paths)
         ops = [Put(path_of(i, paths), content(i, paths)) for i in range(done, upto)]
-        store.apply(AGENT, ops, actor=ACTOR, message=f"bulk {done}-{upto - 1}")
+        store.apply(agent, ops, actor=ACTOR, message=f"bulk {done}-{upto - 1}")
         done = upto
         now = time.perf_counter()
         if now - last > 20:
             last = now
-            say(f"    {done:,} versions ({(done - have) / (now - began):,.0f} versions/s)")
+            say(f"    {done:,} versions ({done / (now - began):,.0f} versions/s)")
     return time.perf_counter() - began
 
 
@@ -158,96 +162,105 @@ def grow(store: Store, have: int, want: int, paths: int, batch: int) -> float:
 
 
 def call(
-    store: Store, signer: Signer, listing: str, limit: int, token: str | None, pin: int | None
+    store: Store,
+    signer: Signer,
+    agent: str,
+    listing: str,
+    limit: int,
+    token: str | None,
+    pin: int | None,
 ) -> dict[str, Any]:
     pages = {listing: inspect_mod.Page(limit, token)}
-    target = inspect_mod.Target("agent", AGENT)
+    target = inspect_mod.Target("agent", agent)
     return inspect_mod.inspect(store, target, pages, pin, signer)
 
 
-def positions(store: Store, listing: str, pin: int, limit: int) -> dict[str, Any]:
-    """Where a page starts: ``None`` (the first page), the middle, and the last page."""
+def positions(store: Store, agent: str, listing: str, pin: int, limit: int) -> dict[str, Any]:
+    """Where a full page starts: at the start (``None``), the middle and the end (the
+    last full page) of the walk, as the position a previous page's token carries."""
     with store.index.read() as conn:
         if listing == "log":
             total = conn.execute(
-                "SELECT COUNT(*) FROM commits WHERE agent_id=? AND visible_at<=?", (AGENT, pin)
+                "SELECT COUNT(*) FROM commits WHERE agent_id=? AND visible_at<=?", (agent, pin)
             ).fetchone()[0]
 
-            def at(offset: int) -> Any:
+            def after(offset: int) -> Any:
                 row = conn.execute(
                     "SELECT visible_at, agent_id, revision FROM commits WHERE agent_id=?"
                     " AND visible_at<=? ORDER BY visible_at, revision LIMIT 1 OFFSET ?",
-                    (AGENT, pin, offset),
+                    (agent, pin, offset),
                 ).fetchone()
                 return [row[0], row[1], 0, "", row[2]]
         else:
             total = conn.execute(
                 "SELECT COUNT(*) FROM versions WHERE agent_id=? AND sha256 IS NOT NULL"
                 " AND visible_from<=?",
-                (AGENT, pin),
+                (agent, pin),
             ).fetchone()[0]
 
-            def at(offset: int) -> Any:
+            def after(offset: int) -> Any:
                 row = conn.execute(
                     "SELECT agent_id, path, version FROM versions WHERE agent_id=?"
                     " AND sha256 IS NOT NULL AND visible_from<=? ORDER BY path, version"
                     " LIMIT 1 OFFSET ?",
-                    (AGENT, pin, offset),
+                    (agent, pin, offset),
                 ).fetchone()
                 # chunks: after chunk 1 (the last) of that version; nodes: after it
                 return [*row, 1] if listing == "chunks" else list(row)
 
-        per_item = 2 if listing == "chunks" else 1  # two chunks per version
+        span = limit // (2 if listing == "chunks" else 1)  # versions (commits) in a page
+        if total < 2 * span:
+            raise SystemExit(f"{listing}: {total} rows is too few for pages of {limit}")
         return {
             "start": None,
-            "middle": at(total // 2),
-            "end": at(max(0, total - limit // per_item // 2)),
+            "middle": after(min(total // 2, total - span) - 1),
+            "end": after(total - span - 1),
         }
 
 
 def page_latency(
-    store: Store, signer: Signer, pin: int, repeat: int
+    store: Store, signer: Signer, agent: str, pin: int, repeat: int
 ) -> dict[tuple[str, str], list[float]]:
     """Latencies of one page of each listing at the start, middle and end of the walk."""
     out: dict[tuple[str, str], list[float]] = {}
     for listing, limit in PAGES.items():
-        for where, position in positions(store, listing, pin, limit).items():
+        for where, position in positions(store, agent, listing, pin, limit).items():
             token = (
                 None
                 if position is None
                 # the bench builds the position a previous page's token would carry
                 else inspect_mod._encode(
-                    signer, listing, inspect_mod.Target("agent", AGENT), pin, position
+                    signer, listing, inspect_mod.Target("agent", agent), pin, position
                 )
             )
-            body = call(store, signer, listing, limit, token, pin)
+            body = call(store, signer, agent, listing, limit, token, pin)
             got = body["vectors"]["chunks"] if listing == "chunks" else None
             got = got if got is not None else body.get("graph", {}).get("nodes")
             got = got if got is not None else body["log"]["steps"]
-            if not got:
-                raise SystemExit(f"{listing} page at {where} is empty")
+            if len(got) != limit:  # like is compared with like: full pages only
+                raise SystemExit(f"{listing} page at {where} has {len(got)} items, not {limit}")
             samples: list[float] = []
             for _ in range(repeat):
                 began = time.perf_counter()
-                call(store, signer, listing, limit, token, pin)
+                call(store, signer, agent, listing, limit, token, pin)
                 samples.append(time.perf_counter() - began)
             out[(listing, where)] = samples
     return out
 
 
-def walk(store: Store, signer: Signer, pin: int) -> tuple[int, float]:
+def walk(store: Store, signer: Signer, agent: str, pin: int) -> tuple[int, float]:
     """Chunks of the whole agent, walked pinned in pages of WALK_PAGE; (count, seconds)."""
     count, token = 0, None
     began = time.perf_counter()
     while True:
-        body = call(store, signer, "chunks", WALK_PAGE, token, pin)
+        body = call(store, signer, agent, "chunks", WALK_PAGE, token, pin)
         count += len(body["vectors"]["chunks"])
         token = body["nextChunkToken"] or None
         if token is None:
             return count, time.perf_counter() - began
 
 
-def scan(store: Store) -> tuple[int, float]:
+def scan(store: Store, agent: str) -> tuple[int, float]:
     """The baseline: one plain SELECT of the agent's stored versions; (rows, seconds)."""
     began = time.perf_counter()
     with store.index.read() as conn:
@@ -255,7 +268,7 @@ def scan(store: Store) -> tuple[int, float]:
             "SELECT agent_id, path, version, sha256, bytes, description, valid_from, valid_to,"
             " visible_to, revision FROM versions WHERE agent_id=? AND sha256 IS NOT NULL"
             " ORDER BY path, version",
-            (AGENT,),
+            (agent,),
         ).fetchall()
     return len(rows), time.perf_counter() - began
 
@@ -265,14 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="10k vs 100k versions, < ~60 s")
     parser.add_argument("--small", type=int, help="versions of the small store (default 10k)")
     parser.add_argument("--big", type=int, help="versions of the big store (1M; quick 100k)")
-    parser.add_argument("--batch", type=int, default=200, help="Puts per commit (default 200)")
-    parser.add_argument("--repeat", type=int, help="timed calls per page (default 30; quick 10)")
+    parser.add_argument("--batch", type=int, default=50, help="Puts per commit (default 50)")
+    parser.add_argument("--repeat", type=int, help="timed calls per page (default 30; quick 20)")
     parser.add_argument("--dir", type=Path, default=REPO / "data", help="parent of the temp dir")
     parser.add_argument("--keep", action="store_true", help="leave the temp data in place")
     args = parser.parse_args(argv)
     small = args.small or 10_000
     big = args.big or (100_000 if args.quick else 1_000_000)
-    repeat = args.repeat or (10 if args.quick else 30)
+    repeat = args.repeat or (20 if args.quick else 30)
     if not 0 < small < big or args.batch < 1:
         parser.error("need 0 < --small < --big and --batch >= 1")
 
@@ -280,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="bench-inspect-", dir=args.dir))
     say(
         f"memfs inspect benchmark ({'quick' if args.quick else 'full'}): {small:,} vs "
-        f"{big:,} versions of one agent, {args.batch} Puts per commit"
+        f"{big:,} versions (one agent each), {args.batch} Puts per commit"
     )
     facts = machine_facts(root)
     for key, value in facts:
@@ -291,26 +304,24 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     store = Store(root / "data")
     try:
-        store.create_agent(AGENT)
         signer = Signer.for_data_dir(root / "data")
-        paths = big // VERSIONS_PER_PATH
         latency: dict[int, dict[tuple[str, str], list[float]]] = {}
         walks: dict[int, tuple[int, float, int, float]] = {}
-        have, building = 0, 0.0
-        for size in (small, big):
-            say(f"\n  growing to {size:,} versions")
-            building += grow(store, have, size, paths, args.batch)
-            have = size
+        building = 0.0
+        for size, agent in ((small, AGENTS["small"]), (big, AGENTS["big"])):
+            say(f"\n  building {agent}: {size:,} versions")
+            took = grow(store, agent, size, args.batch)
+            building += took if size == big else 0.0
             gc.collect()
             # Pinned as a client pins a walk: at the first response's readTimestamp.
-            pin = parse_ts(call(store, signer, "log", 1, None, None)["readTimestamp"])
-            latency[size] = page_latency(store, signer, pin, repeat)
+            pin = parse_ts(call(store, signer, agent, "log", 1, None, None)["readTimestamp"])
+            latency[size] = page_latency(store, signer, agent, pin, repeat)
             for (listing, where), samples in latency[size].items():
                 say(f"    {listing:<6} page at {where:<6}: p50 {ms(statistics.median(samples))}")
             if args.quick and size == big:
                 continue  # a whole walk of the big store takes minutes; full mode does it
-            chunks, walked = walk(store, signer, pin)
-            rows, scanned = scan(store)
+            chunks, walked = walk(store, signer, agent, pin)
+            rows, scanned = scan(store, agent)
             walks[size] = (chunks, walked, rows, scanned)
             say(
                 f"    pinned walk: {chunks:,} chunks in {walked:.2f} s "

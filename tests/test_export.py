@@ -21,7 +21,7 @@ import pytest
 
 from memfs.commits import parse_ts
 from memfs.paths import agent_dir_name
-from memfs.store import Delete, Put, Store
+from memfs.store import Agent, Delete, Put, Store
 
 ALICE = "users/alice"
 ALICE_X = "users/alice/x"
@@ -114,9 +114,12 @@ def agent_folder(data: Path, agent_id: str) -> Path:
     return data / "agents" / agent_dir_name(agent_id)
 
 
-def agents(data: Path) -> list[dict[str, Any]]:
-    listed: list[dict[str, Any]] = json.loads(ok("agents", "ls", "--json", data=data))["agents"]
-    return listed
+def agents(data: Path) -> list[Agent]:
+    store = Store(data)
+    try:
+        return store.iter_agents()
+    finally:
+        store.close()
 
 
 def canonical(data: Path) -> dict[str, bytes]:
@@ -141,24 +144,30 @@ def versions(data: Path, agent_id: str) -> dict[str, list[dict[str, Any]]]:
 def assert_identical(source: Path, copy: Path, agent_id: str) -> None:
     assert ok("log", agent_id, "--json", data=copy) == ok("log", agent_id, "--json", data=source)
     assert versions(copy, agent_id) == versions(source, agent_id)  # versions and hashes
-    mine = next(a for a in agents(source) if a["agentId"] == agent_id)
-    theirs = next(a for a in agents(copy) if a["agentId"] == agent_id)
-    assert theirs == mine  # memoryStoreId, name, createdAt, revision
-    # byte-identical: the log, the blobs, the agent record and the working tree
+    mine = next(a for a in agents(source) if a.agent_id == agent_id)
+    theirs = next(a for a in agents(copy) if a.agent_id == agent_id)
+    assert theirs == mine  # memoryStoreId, name, createdAt, revision, last commit time
+    # byte-identical: the log entries, blobs, agent record and the working tree
     assert tree(agent_folder(copy, agent_id)) == tree(agent_folder(source, agent_id))
-    for rev in range(1, mine["revision"] + 1):
-        assert ok("show", agent_id, str(rev), data=copy) == ok(
-            "show", agent_id, str(rev), data=source
-        )
+
+
+@pytest.fixture(scope="module")
+def alice_dump(source: Path) -> bytes:
+    return ok("export", ALICE, data=source)
+
+
+@pytest.fixture(scope="module")
+def scope_dump(source: Path) -> bytes:
+    return ok("export", "--scope", ALICE, data=source)
 
 
 # ---- JSON lines -------------------------------------------------------------------------
 
 
 def test_export_then_import_into_an_empty_store_gives_the_same_agent(
-    source: Path, tmp_path: Path
+    source: Path, alice_dump: bytes, tmp_path: Path
 ) -> None:
-    dump = ok("export", ALICE, data=source)
+    dump = alice_dump
     records = [json.loads(line) for line in dump.splitlines()]
     assert {r["agentId"] for r in records} == {ALICE}  # not users/alice/x
     assert [r["type"] for r in records][:1] == ["agent"]
@@ -167,19 +176,24 @@ def test_export_then_import_into_an_empty_store_gives_the_same_agent(
     fsck = json.loads(ok("fsck", "--json", data=copy))
     assert fsck["damaged"] == [] and fsck["derived"] == [] and fsck["uncommitted"] == []
     assert_identical(source, copy, ALICE)
-    assert [a["agentId"] for a in agents(copy)] == [ALICE]
-    assert next(a for a in agents(copy))["name"] == "Alice Two"  # the rename is history
+    assert [(a.agent_id, a.name) for a in agents(copy)] == [(ALICE, "Alice Two")]  # renamed
     assert ok("export", ALICE, data=copy) == dump  # and it exports the same again
-    assert ok("cat", ALICE, "big.md", data=copy) == BIG + b"more\n"
-    assert ok("cat", ALICE, "notes/a.md@1", data=copy).endswith(b"# A\none\n")
+    store = Store(copy)
+    try:
+        assert store.read(ALICE, "/memories/big.md").content == BIG + b"more\n"
+        assert store.read(ALICE, "/memories/notes/a.md", 1).content.endswith(b"# A\none\n")
+    finally:
+        store.close()
 
 
-def test_scope_export_imports_every_agent_under_the_scope(source: Path, tmp_path: Path) -> None:
-    dump = ok("export", "--scope", ALICE, data=source)
+def test_scope_export_imports_every_agent_under_the_scope(
+    source: Path, scope_dump: bytes, tmp_path: Path
+) -> None:
+    dump = scope_dump
     copy = tmp_path / "copy"
     imported = json.loads(ok("import", "--json", data=copy, stdin=dump))["imported"]
     assert imported == [ALICE, ALICE_X]
-    assert [a["agentId"] for a in agents(copy)] == [ALICE, ALICE_X]  # not alicex, not bob
+    assert [a.agent_id for a in agents(copy)] == [ALICE, ALICE_X]  # not alicex, not bob
     assert ok("fsck", data=copy).decode().strip().endswith("ok")
     for agent_id in (ALICE, ALICE_X):
         assert_identical(source, copy, agent_id)
@@ -191,9 +205,9 @@ def test_scope_export_imports_every_agent_under_the_scope(source: Path, tmp_path
 
 
 def test_import_refuses_an_agent_that_exists_and_changes_nothing(
-    source: Path, tmp_path: Path
+    source: Path, scope_dump: bytes, tmp_path: Path
 ) -> None:
-    dump = ok("export", "--scope", ALICE, data=source)
+    dump = scope_dump
     before = canonical(source)
     refused = cli("import", data=source, stdin=dump)
     assert refused.returncode != 0
@@ -207,7 +221,7 @@ def test_import_refuses_an_agent_that_exists_and_changes_nothing(
     assert refused.returncode != 0, refused.stdout
     assert ALICE_X.encode() in refused.stderr and b"already exists" in refused.stderr
     assert canonical(partial) == existing
-    assert [a["agentId"] for a in agents(partial)] == [ALICE_X]
+    assert [a.agent_id for a in agents(partial)] == [ALICE_X]
     assert ok("fsck", data=partial).decode().strip().endswith("ok")
 
 
@@ -257,9 +271,9 @@ def _edit(dump: bytes, kind: str) -> bytes:
     ],
 )
 def test_malformed_import_fails_clearly_and_imports_nothing(
-    source: Path, tmp_path: Path, kind: str
+    scope_dump: bytes, tmp_path: Path, kind: str
 ) -> None:
-    dump = _edit(ok("export", "--scope", ALICE, data=source), kind)
+    dump = _edit(scope_dump, kind)
     target = tmp_path / "target"
     done = cli("import", data=target, stdin=dump)
     assert done.returncode != 0, kind
@@ -301,33 +315,25 @@ def repo(source: Path, tmp_path: Path, git_env: dict[str, str]) -> Iterator[Path
     path = tmp_path / "repo"
     path.mkdir()
     git(path, git_env, "init", "-q", "-b", "main")
-    export = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "memfs.cli",
-            "export",
-            ALICE,
-            "--format",
-            "git",
-            "--data",
-            str(source),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert export.stdout is not None
-    imported = subprocess.run(
-        ["git", "fast-import", "--quiet"],
-        cwd=path,
-        env=git_env,
-        stdin=export.stdout,
-        capture_output=True,
-        check=False,
-        timeout=120,
-    )
-    export.stdout.close()
-    assert export.wait(timeout=60) == 0, export.stderr.read().decode() if export.stderr else ""
+    argv = [sys.executable, "-m", "memfs.cli", "export", ALICE, "--format", "git"]
+    errors = tmp_path / "export.err"
+    with (
+        errors.open("wb") as err,
+        subprocess.Popen(
+            [*argv, "--data", str(source)], stdout=subprocess.PIPE, stderr=err
+        ) as export,
+    ):
+        assert export.stdout is not None
+        imported = subprocess.run(
+            ["git", "fast-import", "--quiet"],
+            cwd=path,
+            env=git_env,
+            stdin=export.stdout,
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+    assert export.returncode == 0, errors.read_text()
     assert imported.returncode == 0, imported.stderr.decode()
     git(path, git_env, "checkout", "-q", "main")
     yield path

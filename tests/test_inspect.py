@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import json
 import subprocess
 import sys
@@ -132,7 +133,7 @@ class Api:
         """Every item of every listing (limits per listing), pinned at the first
         readTimestamp; (items by listing, readTimestamp, requests made)."""
         tokens: dict[str, str] = {}
-        out: dict[str, list[dict[str, Any]]] = {l: [] for l in limits}
+        out: dict[str, list[dict[str, Any]]] = {name: [] for name in limits}
         done: set[str] = set()
         pin = as_of
         requests = 0
@@ -140,7 +141,7 @@ class Api:
             body: dict[str, Any] = {}
             if "chunks" in limits and "chunks" not in done:
                 body["vectors"] = {"limit": limits["chunks"], "pageToken": tokens.get("chunks")}
-            graph = [l for l in ("nodes", "edges") if l in limits and l not in done]
+            graph = [g for g in ("nodes", "edges") if g in limits and g not in done]
             if graph:
                 body["graph"] = {
                     "nodeLimit": limits.get("nodes", 1),
@@ -353,7 +354,7 @@ def test_chunks_cover_every_stored_version_with_their_bytes(api: Api) -> None:
         meta = next(v for v in api.versions(path) if v["version"] == number)
         assert [p["chunkIndex"] for p in pieces] == list(range(len(pieces)))
         assert pieces[0]["byteStart"] == 0 and pieces[-1]["byteEnd"] == len(data)
-        for before, after in zip(pieces, pieces[1:], strict=False):
+        for before, after in itertools.pairwise(pieces):
             assert before["byteEnd"] == after["byteStart"]  # they tile the content
         for piece in pieces:
             assert data[piece["byteStart"] : piece["byteEnd"]].decode() == piece["content"]

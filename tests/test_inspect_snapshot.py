@@ -29,10 +29,10 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from servers_real import RealServer
 
 from memfs.commits import format_ts, parse_ts
 from memfs.links import extract_links
+from servers_real import RealServer
 
 SCOPE = "users/alice"
 HTTP_AGENT = "users/alice"

@@ -367,16 +367,19 @@ def test_the_app_answers_as_documented(fuzz: Fuzz, method: str, path: str) -> No
 WRONG = [None, True, -1, 1.5, "", "x" * 300, [], [1, "a"], {}, {"k": [None]}]
 
 
-def _fields(document: Json, schema: Json) -> tuple[list[str], list[Json]]:
-    """Top-level property names of a body schema, and a base body per oneOf branch."""
+def _variants(document: Json, schema: Json) -> list[tuple[Json, list[str]]]:
+    """(base body, top-level field names): ``{}`` with every name of the body schema,
+    then per oneOf branch its discriminator (a const field) with that branch's names."""
     schema = _resolve(document, schema)
-    names, bases = list(schema.get("properties", {})), [{}]
-    for branch in (_resolve(document, b) for b in schema.get("oneOf", [])):
-        for name, prop in branch.get("properties", {}).items():
-            names.append(name)
-            if "const" in prop:
-                bases.append({name: prop["const"]})
-    return sorted(set(names)), bases
+    branches = [_resolve(document, b) for b in schema.get("oneOf", [])]
+    names = {*schema.get("properties", {})}.union(*(b.get("properties", {}) for b in branches))
+    out: list[tuple[Json, list[str]]] = [({}, sorted(names))]
+    for branch in branches:
+        props = branch.get("properties", {})
+        base = {name: prop["const"] for name, prop in props.items() if "const" in prop}
+        if base:
+            out.append((base, sorted(set(props) - set(base))))
+    return out
 
 
 JSON_BODIES = [
@@ -395,10 +398,10 @@ def test_any_json_type_in_any_body_field_is_answered_as_documented(
     # list where a string goes once made memory:command answer 500.
     operation = fuzz.schema[path][method]
     body = fuzz.document["paths"][path][method.lower()]["requestBody"]["content"]
-    names, bases = _fields(fuzz.document, body["application/json"]["schema"])
+    variants = _variants(fuzz.document, body["application/json"]["schema"])
     # A case made by hand is sent as given: encode the ids as the generated ones are.
     known = {k: quote(v, safe="") for k, v in fuzz.known(operation)["path_parameters"].items()}
-    for base in bases:
+    for base, names in variants:
         for name in names:
             for value in WRONG:
                 fuzz.ensure_fixtures()

@@ -345,6 +345,8 @@ def test_kill_9_while_runs_queue_and_run_resumes_each_once(tmp_path: Path) -> No
             assert starts[(run_id, later)][0][0] >= gone_at, (run_id, earlier, later)
         kinds = [e["type"] for e in events(data, run_id)]
         assert kinds.count("created") == 1 and kinds.count("succeeded") == 1, kinds
+        # One "retry scheduled" per failure, even when both workers found it interrupted.
+        assert kinds.count("retry_scheduled") == kinds.count("failed"), kinds
         assert len(claims(data, run_id)) == run["attempt"]
     assert killed, "no attempt was running at the kill"
     assert leftover_keys == [], f"keys of interrupted attempts were never revoked: {leftover_keys}"

@@ -312,6 +312,7 @@ def test_command_run_gets_body_env_and_a_key_for_this_agent_only(api: Api, tmp_p
     script = (
         "import json, os, sys; "
         f"json.dump({{'body': sys.stdin.read(), 'cwd': os.getcwd(), "
+        "'file': open(os.environ['MEMFS_BODY_FILE']).read(), "
         "'env': {k: v for k, v in os.environ.items() if k.startswith('MEMFS_')}}, "
         f"open({str(out)!r}, 'w')); print('done')"
     )
@@ -321,7 +322,7 @@ def test_command_run_gets_body_env_and_a_key_for_this_agent_only(api: Api, tmp_p
     assert run["status"] == "succeeded" and run["exitCode"] == 0
     assert run["output"].strip() == "done"
     seen = json.loads(out.read_text())
-    assert seen["body"] == '{"x": 1}'
+    assert seen["body"] == '{"x": 1}' and seen["file"] == '{"x": 1}'
     env = seen["env"]
     for name in (
         "MEMFS_URL",

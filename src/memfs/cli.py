@@ -549,7 +549,7 @@ def cmd_runs_show(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
     run = Runs(store).get(args.agent, args.run)
     doc = run.to_json()
-    lines = [f"{k}: {v}" for k, v in doc.items() if k != "output"]
+    lines = [f"{k}: {'-' if v is None else v}" for k, v in doc.items() if k != "output"]
     if run.output:
         lines += ["output:", run.output]
     _out(args, doc, lines)

@@ -132,7 +132,8 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 def format_ts(micros: int) -> str:
     """RFC 3339 UTC with microseconds, e.g. 2026-11-29T22:42:34.123456Z."""
     when = _EPOCH + dt.timedelta(microseconds=micros)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime("%Y"): glibc writes year 745 as "745", which is not RFC 3339.
+    return when.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def parse_ts(text: str) -> int:

@@ -11,6 +11,7 @@ store id — into agents that do not exist yet. ``git_commits`` feeds a
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -76,10 +77,26 @@ def _first_name(store: Store, agent_id: str) -> str:
 
 
 def import_records(store: Store, records: Iterable[dict[str, Any]]) -> list[str]:
-    """Recreate exported agents in ``store``; refuses agents that already exist."""
+    """Recreate exported agents in ``store``; refuses agents that already exist.
+
+    All or nothing: when a record is refused, the agents this import created so far
+    are erased again, so a failed import leaves the store as it was.
+    """
     imported: list[str] = []
+    try:
+        _import_all(store, records, imported)
+    except BaseException:
+        for agent_id in imported:  # only agents this import created
+            store.erase_agent(agent_id)
+        raise
+    store.sync()
+    return imported
+
+
+def _import_all(store: Store, records: Iterable[dict[str, Any]], imported: list[str]) -> None:
     contents: dict[tuple[str, str, int], str | None] = {}
     current: str | None = None
+    revision = 0
     for number, record in enumerate(records, start=1):
         kind = record.get("type") if isinstance(record, dict) else None
         try:
@@ -87,6 +104,7 @@ def import_records(store: Store, records: Iterable[dict[str, Any]]) -> list[str]
                 current = _import_agent(store, record)
                 imported.append(current)
                 contents.clear()
+                revision = 0
             elif kind == "version":
                 if record["agentId"] != current:
                     raise ValueError("version record outside its agent")
@@ -96,13 +114,16 @@ def import_records(store: Store, records: Iterable[dict[str, Any]]) -> list[str]
             elif kind == "commit":
                 if record["agentId"] != current:
                     raise ValueError("commit record outside its agent")
+                if int(record["revision"]) != revision + 1:
+                    raise ValueError(f"revision {record['revision']} follows {revision}")
                 _import_commit(store, record, contents)
+                revision += 1
             else:
                 raise ValueError(f"unknown record type {kind!r}")
-        except (KeyError, TypeError, ValueError) as exc:
+        except KeyError as exc:
+            raise InvalidRequest(f"import record {number} has no field {exc}") from None
+        except (TypeError, ValueError) as exc:
             raise InvalidRequest(f"import record {number} is invalid: {exc}") from None
-    store.sync()
-    return imported
 
 
 def _import_agent(store: Store, record: dict[str, Any]) -> str:
@@ -139,6 +160,8 @@ def _import_commit(
         if text is None:
             raise ValueError(f"no content for {change['path']} v{change['version']}")
         data = text.encode()
+        if hashlib.sha256(data).hexdigest() != change["after"] or len(data) != change["bytes"]:
+            raise ValueError(f"content of {change['path']} v{change['version']} is not its sha256")
         if len(data) > INLINE_LIMIT:  # stored as a blob, as the original commit did
             store.backend.put_if_absent(layout.blob_key(agent_id, change["after"]), data)
         else:

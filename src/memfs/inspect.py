@@ -226,9 +226,9 @@ def _versions(
 ) -> Iterator[tuple[Any, ...]]:
     """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
 
-    Each query is one primary-key range, sought from ``after``: with the scope's
-    ``OR`` in the WHERE clause SQLite scanned from the first version of the range on
-    every page, so a page cost grew with its position in the walk.
+    Each query is one primary-key range sought from ``after``. (A single query with
+    ``agent_id=?`` or the scope's ``OR`` made SQLite range over the whole target and
+    skip to ``after`` row by row, so a page cost grew with its place in the walk.)
     """
     key = tuple(after[:3]) if isinstance(after, list) and len(after) >= 3 else ("", "", 0)
     # agent-id spans [low, high): the agent itself (no id holds NUL), then a scope's

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import aiofiles
+
 from memfs import paths
 from memfs.commits import format_ts, now_us
 from memfs.errors import MemfsError
@@ -334,6 +336,11 @@ class Runner:
         timeout = int(trigger.action.get("timeoutSeconds", 60))
         workdir = self.store.data_dir / "work" / run.run_id / str(attempt)
         workdir.mkdir(parents=True, exist_ok=True)
+        body_file = workdir / "delivery.body"
+        # Up to MEMFS_WEBHOOK_BODY_BYTES written from the event loop: aiofiles keeps
+        # the loop free while the bytes reach the file.
+        async with aiofiles.open(body_file, "wb") as handle:
+            await handle.write(body)
         key_id = _attempt_key_id(run.run_id, attempt)
         _key, secret = await asyncio.to_thread(
             self.keys.create,
@@ -352,6 +359,7 @@ class Runner:
             "MEMFS_PROMPT": trigger.prompt,
             "MEMFS_CONTENT_TYPE": str(delivery.get("contentType") or ""),
             "MEMFS_ATTEMPT": str(attempt),
+            "MEMFS_BODY_FILE": str(body_file),
         }
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -400,10 +408,22 @@ def _attempt_key_id(run_id: str, attempt: int) -> str:
 _PR_SET_PDEATHSIG = 1
 
 
+def _load_prctl() -> Any:
+    # Resolved in the server, before any fork: loading a library in the forked child
+    # of a threaded process could deadlock on the loader's lock.
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+
+
 def _die_with_parent(parent: int) -> None:
     # If the server is killed (kill -9), its command children die with it, so a
     # retried attempt never runs beside an orphan of the previous one.
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)  # the server died between fork and prctl: the signal was never armed

@@ -265,7 +265,11 @@ class Runs:
             "maxAttempts": max_attempts,
             "body": base64.b64encode(body).decode(),
         }
-        created = self.backend.put_if_absent(key, json.dumps(record).encode())
+        # A retry of a known id is answered from the record without writing (and
+        # fsyncing) a temp file that put_if_absent would then throw away.
+        created = not self.backend.exists(key) and self.backend.put_if_absent(
+            key, json.dumps(record).encode()
+        )
         if not created:
             record = json.loads(self.backend.get(key))
         return self.register(agent_id, key, record), created
@@ -280,7 +284,17 @@ class Runs:
             "maxAttempts": int(record["maxAttempts"]),
             "deliveryKey": key,
         }
-        run = self.append(agent_id, record["runId"], lambda cur: event if cur is None else None)
+        run_id = record["runId"]
+        # Every writer of this event writes the same bytes, so it is published before
+        # taking the index's write lock (its fsyncs would otherwise hold up all writers);
+        # under the lock it is only applied.
+        body = json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
+        first = event_key(agent_id, run_id, 1)
+        if not self.backend.exists(first):
+            self.backend.put_if_absent(first, body)
+        with self.store.index.write() as conn:
+            self._catch_up(conn, agent_id, run_id)
+            run = get_row(conn, agent_id, run_id)
         assert run is not None
         return run
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import paths
@@ -13,7 +14,9 @@ async def _run(ctx: Ctx, target: Target) -> Response:
     ctx.allow_query()
     doc = await ctx.json(64 * 1024)
     pages, as_of = parse_request(doc)
-    body = inspect(ctx.store, target, pages, as_of, ctx.services.signer)
+    # In the threadpool, as writes are: an asOf past the index clock waits for the
+    # write lock (see inspect._settle), and a page of 200 chunks is real work.
+    body = await run_in_threadpool(inspect, ctx.store, target, pages, as_of, ctx.services.signer)
     return JSONResponse(body)
 
 

@@ -7,6 +7,7 @@ percent-decoded), ``{name}:action`` (a segment ending in a literal action), and 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,19 +28,24 @@ class Route:
     protocol: bool = True  # False for webhook deliveries: no Memfs-Protocol needed
 
     def match(self, segments: list[str]) -> dict[str, str] | None:
-        parts = self.pattern.strip("/").split("/")
+        """Params if ``segments`` (each already percent-decoded) fit this route."""
+        parts = self.parts
         params: dict[str, str] = {}
         for i, part in enumerate(parts):
             if part.endswith("*}"):
                 rest = segments[i:]
                 if not rest:
                     return None
-                params[part[1:-2]] = "/".join(_decode(s, nested=True) for s in rest)
+                if any("/" in s for s in rest):
+                    raise InvalidRequest(
+                        "a memory path segment must not contain an encoded '/'", field="path"
+                    )
+                params[part[1:-2]] = "/".join(rest)
                 return params
             if i >= len(segments):
                 return None
             # Clients may send ':' as %3A: actions and literals compare decoded.
-            segment = _decode(segments[i])
+            segment = segments[i]
             if part.startswith("{"):
                 name, _, action = part[1:].partition("}")
                 if action:
@@ -51,17 +57,23 @@ class Route:
                 return None
         return params if len(parts) == len(segments) else None
 
+    @property
+    def parts(self) -> list[str]:
+        return _parts(self.pattern)
 
-def _decode(segment: str, *, nested: bool = False) -> str:
+
+@functools.cache
+def _parts(pattern: str) -> list[str]:
+    return pattern.strip("/").split("/")
+
+
+def _decode(segment: str) -> str:
     try:
-        value = unquote(segment, errors="strict")
+        return unquote(segment, errors="strict")
     except UnicodeDecodeError:
         raise InvalidRequest(
             "the URL path is not valid percent-encoded UTF-8", field="path"
         ) from None
-    if nested and "/" in value:
-        raise InvalidRequest("a memory path segment must not contain an encoded '/'", field="path")
-    return value
 
 
 class Router:
@@ -69,7 +81,8 @@ class Router:
         self.routes = routes
 
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
-        segments = raw_path.strip("/").split("/") if raw_path.strip("/") else []
+        stripped = raw_path.strip("/")
+        segments = [_decode(s) for s in stripped.split("/")] if stripped else []
         allowed: list[str] = []
         for route in self.routes:
             params = route.match(segments)

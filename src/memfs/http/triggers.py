@@ -42,6 +42,7 @@ async def put_trigger(ctx: Ctx) -> Response:
 
 
 async def get_trigger(ctx: Ctx) -> Response:
+    ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
     return JSONResponse(_triggers(ctx).get(agent_id, ctx.params["triggerId"]).to_json())
 
@@ -54,12 +55,14 @@ async def list_triggers(ctx: Ctx) -> Response:
 
 
 async def delete_trigger(ctx: Ctx) -> Response:
+    ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
     await run_in_threadpool(_triggers(ctx).delete, agent_id, ctx.params["triggerId"])
     return Response(status_code=204)
 
 
 async def rotate_secret(ctx: Ctx) -> Response:
+    ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
     trigger = await run_in_threadpool(_triggers(ctx).rotate, agent_id, ctx.params["triggerId"])
     return JSONResponse(trigger.to_json(with_secret=True))
@@ -130,12 +133,14 @@ def _run_id(ctx: Ctx) -> str:
 
 
 async def get_run(ctx: Ctx) -> Response:
+    ctx.allow_query()
     agent_id = _agent(ctx, "runs:read")
     run = await run_in_threadpool(_runs(ctx).get, agent_id, _run_id(ctx))
     return JSONResponse(run.to_json())
 
 
 async def retry_run(ctx: Ctx) -> Response:
+    ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
     runs = _runs(ctx)
     run_id = _run_id(ctx)

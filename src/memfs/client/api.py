@@ -1,479 +1,50 @@
-"""A typed, synchronous Python client for the memfs HTTP API (v1).
-
-One method per route of ``memfs.http.app.ROUTES``; results are small frozen
-dataclasses with the API's camelCase fields in snake_case (``contentSha256`` →
-``content_sha256``); timestamps stay the API's RFC 3339 strings. Every request
-carries ``Memfs-Protocol: 1`` and ``Authorization: Bearer <key>``, plus
-``Memfs-Subject`` / ``Memfs-Scopes`` when the client is narrowed to a person::
-
-    from memfs.client import Client, NotFoundError
-
-    agent = "users/alice/assistant"
-    with Client("http://127.0.0.1:8750", key) as memfs:
-        memfs.put_agent(agent, name="Alice's assistant")
-        memfs.put_memory(agent, "/memories/notes.md", "# Notes\\n", if_none_match=True)
-        memfs.update_memory(agent, "/memories/notes.md", lambda text: text + "- likes tea\\n")
-        print(memfs.get_memory(agent, "/memories/notes.md").content)
-        for entry in memfs.iter_memories(agent, path_prefix="conventions"):
-            print(entry.path, entry.version, entry.content_sha256)
-        bob = memfs.with_subject("bob", ["memories:read", "agents:users/alice"])
-        ok, text = bob.memory_command(agent, {"command": "view", "path": "/memories"})
-
-Agent ids travel as one percent-encoded URL segment (``users%2Falice%2Fassistant``);
-memory paths as the URL after ``…/memories/``, each segment encoded on its own.
-A memory path is ``/memories/…`` or relative to ``/memories`` (``notes.md``).
-
-``list_*`` return one page (``next_cursor`` is None exactly when nothing follows);
-``iter_*`` follow ``next_cursor`` to the end: only a null cursor ends a walk, never
-a short or empty page.
-
-Errors (the envelope's fields, whatever the body looked like)::
-
-    MemfsClientError
-     ├── TransportError              no HTTP answer: refused, reset, timed out (retryable)
-     ├── UnexpectedResponseError     a 2xx whose body is not what the API documents
-     └── ApiError                    status, code, message, field, issues, request_id, retryable
-          ├── InvalidRequestError        400 invalid_request
-          ├── UnauthorizedError          401 unauthorized
-          ├── ForbiddenError             403 forbidden
-          ├── NotFoundError              404 not_found
-          ├── MethodNotAllowedError      405 method_not_allowed
-          ├── ConflictError              409 conflict
-          ├── PreconditionFailedError    412 precondition_failed
-          ├── PayloadTooLargeError       413 payload_too_large
-          ├── RateLimitExceededError     429 rate_limit_exceeded
-          ├── InternalServerError        500 internal_error
-          └── UnavailableError           503 unavailable (also 502/504 from a proxy)
-
-The client retries nothing by itself, except ``update_memory``, which re-reads and
-re-applies its function when another writer changed the memory in between (412).
-"""
+"""The ``Client``: one typed method per route of the memfs HTTP API."""
 
 from __future__ import annotations
 
-import contextlib
 import random
 import time
-import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import TracebackType
-from typing import (
-    Any,
-    ClassVar,
-    NamedTuple,
-    Protocol,
-    TypeVar,
-    get_args,
-    get_origin,
-    get_type_hints,
-)
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
 
 from memfs import __version__
-
-__all__ = [
-    "Agent",
-    "AgentPage",
-    "ApiError",
-    "Client",
-    "CommandResult",
-    "ConflictError",
-    "CreatedKey",
-    "ForbiddenError",
-    "InternalServerError",
-    "InvalidRequestError",
-    "Key",
-    "MemfsClientError",
-    "Memory",
-    "MemoryEntry",
-    "MemoryPage",
-    "MemorySummary",
-    "MemoryWrite",
-    "MethodNotAllowedError",
-    "NotFoundError",
-    "PayloadTooLargeError",
-    "PreconditionFailedError",
-    "RateLimitExceededError",
-    "TransportError",
-    "UnauthorizedError",
-    "UnavailableError",
-    "UnexpectedResponseError",
-    "Version",
-    "VersionPage",
-]
+from memfs.client.errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    TransportError,
+    _api_error,
+)
+from memfs.client.results import (
+    Agent,
+    AgentPage,
+    CommandResult,
+    CreatedKey,
+    InspectPage,
+    Key,
+    Memory,
+    MemoryEntry,
+    MemoryPage,
+    MemorySummary,
+    MemoryWrite,
+    Run,
+    RunPage,
+    T,
+    Trigger,
+    Version,
+    VersionPage,
+    _bad,
+    _decode,
+    _KeyList,
+    _TriggerList,
+)
 
 PROTOCOL = "1"
 ROOT = "/memories"
 DEFAULT_TIMEOUT = 30.0
-
-Scalar = str | int | float | bool | None
-
-
-# ---- errors ------------------------------------------------------------------------
-
-
-class MemfsClientError(Exception):
-    """Base of every error this client raises."""
-
-
-class TransportError(MemfsClientError):
-    """No HTTP answer (connection refused or reset, timeout); the cause is httpx's error."""
-
-    retryable = True
-
-
-class UnexpectedResponseError(MemfsClientError):
-    """A success status whose body is not what the API documents."""
-
-    def __init__(self, message: str, *, status: int, request_id: str | None) -> None:
-        super().__init__(f"{message} (HTTP {status}, request {request_id})")
-        self.status = status
-        self.request_id = request_id
-
-
-class ApiError(MemfsClientError):
-    """The server answered an error; the fields are those of its error envelope."""
-
-    default_code: ClassVar[str] = "http_error"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int,
-        code: str | None = None,
-        field: str | None = None,
-        issues: Sequence[str] = (),
-        request_id: str | None = None,
-        retryable: bool = False,
-    ) -> None:
-        self.status = status
-        self.code = code or self.default_code
-        self.message = message
-        self.field = field
-        self.issues = tuple(issues)
-        self.request_id = request_id
-        self.retryable = retryable
-        text = f"{status} {self.code}: {message}"
-        if field:
-            text += f" (field {field})"
-        if request_id:
-            text += f" [request {request_id}]"
-        super().__init__(text)
-
-
-class InvalidRequestError(ApiError):
-    default_code = "invalid_request"
-
-
-class UnauthorizedError(ApiError):
-    default_code = "unauthorized"
-
-
-class ForbiddenError(ApiError):
-    default_code = "forbidden"
-
-
-class NotFoundError(ApiError):
-    default_code = "not_found"
-
-
-class MethodNotAllowedError(ApiError):
-    default_code = "method_not_allowed"
-
-
-class ConflictError(ApiError):
-    default_code = "conflict"
-
-
-class PreconditionFailedError(ApiError):
-    default_code = "precondition_failed"
-
-
-class PayloadTooLargeError(ApiError):
-    default_code = "payload_too_large"
-
-
-class RateLimitExceededError(ApiError):
-    default_code = "rate_limit_exceeded"
-
-
-class InternalServerError(ApiError):
-    default_code = "internal_error"
-
-
-class UnavailableError(ApiError):
-    default_code = "unavailable"
-
-
-_BY_CODE: dict[str, type[ApiError]] = {
-    cls.default_code: cls
-    for cls in (
-        InvalidRequestError,
-        UnauthorizedError,
-        ForbiddenError,
-        NotFoundError,
-        MethodNotAllowedError,
-        ConflictError,
-        PreconditionFailedError,
-        PayloadTooLargeError,
-        RateLimitExceededError,
-        InternalServerError,
-        UnavailableError,
-    )
-}
-_BY_STATUS: dict[int, type[ApiError]] = {
-    400: InvalidRequestError,
-    401: UnauthorizedError,
-    403: ForbiddenError,
-    404: NotFoundError,
-    405: MethodNotAllowedError,
-    409: ConflictError,
-    412: PreconditionFailedError,
-    413: PayloadTooLargeError,
-    429: RateLimitExceededError,
-    500: InternalServerError,
-    502: UnavailableError,
-    503: UnavailableError,
-    504: UnavailableError,
-}
-# Without an envelope (a proxy's HTML page, say) these are worth another try.
-_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
-
-
-def _api_error(response: httpx.Response) -> ApiError:
-    """The ApiError of an error response, envelope or not."""
-    status = response.status_code
-    request_id = response.headers.get("memfs-request-id")
-    envelope: object = None
-    with contextlib.suppress(ValueError):
-        envelope = response.json()
-    if isinstance(envelope, dict) and isinstance(envelope.get("code"), str):
-        code: str = envelope["code"]
-        details = envelope.get("details")
-        details = details if isinstance(details, dict) else {}
-        message = envelope.get("message")
-        issues = details.get("issues")
-        field_ = details.get("field")
-        rid = details.get("requestId")
-        retryable = details.get("retryable")
-        cls = _BY_CODE.get(code) or _BY_STATUS.get(status, ApiError)
-        return cls(
-            message if isinstance(message, str) else response.reason_phrase,
-            status=status,
-            code=code,
-            field=field_ if isinstance(field_, str) else None,
-            issues=[str(i) for i in issues] if isinstance(issues, list) else (),
-            request_id=rid if isinstance(rid, str) else request_id,
-            retryable=retryable if isinstance(retryable, bool) else status in _RETRYABLE_STATUSES,
-        )
-    text = response.text.strip()
-    cls = _BY_STATUS.get(status) or (InternalServerError if status >= 500 else ApiError)
-    return cls(
-        text[:500] if text else (response.reason_phrase or f"HTTP {status}"),
-        status=status,
-        request_id=request_id,
-        retryable=status in _RETRYABLE_STATUSES,
-    )
-
-
-# ---- results -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Key:
-    """An application key (``/v1/tenant/keys``); its secret is never shown again."""
-
-    key_id: str
-    scopes: tuple[str, ...]
-    description: str
-    created_at: str
-
-
-@dataclass(frozen=True)
-class CreatedKey(Key):
-    """A key as created: with its secret, shown this once."""
-
-    secret: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class Agent:
-    agent_id: str
-    name: str
-    memory_store_id: str
-    created_at: str
-    revision: int
-
-
-@dataclass(frozen=True)
-class AgentPage:
-    agents: tuple[Agent, ...]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class MemoryEntry:
-    """A memory as listed (and as a write answers it)."""
-
-    path: str
-    bytes: int
-    content_sha256: str
-    description: str | None
-    version: int
-    updated_at: str
-
-
-@dataclass(frozen=True)
-class MemoryPage:
-    memories: tuple[MemoryEntry, ...]
-    folders: tuple[str, ...]  # only with depth=1
-    total: int | None  # only with include_total=True
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class Memory:
-    path: str
-    content: str
-    bytes: int
-    content_sha256: str
-    description: str | None
-    metadata: Mapping[str, Scalar]
-    version: int
-    created_at: str
-    updated_at: str
-
-    @property
-    def etag(self) -> str:
-        """The value for ``If-Match``."""
-        return f'"{self.content_sha256}"'
-
-
-@dataclass(frozen=True)
-class MemoryWrite:
-    """What a PUT answers: the listing fields, the commit's revision, created or not."""
-
-    path: str
-    bytes: int
-    content_sha256: str
-    description: str | None
-    version: int
-    updated_at: str
-    revision: int
-    created: bool
-
-
-@dataclass(frozen=True)
-class Version:
-    version: int
-    operation: str  # created | modified | deleted | renamed
-    content_sha256: str | None
-    bytes: int
-    revision: int
-    valid_from: str
-    valid_to: str | None
-    actor: str
-    message: str
-
-
-@dataclass(frozen=True)
-class VersionPage:
-    versions: tuple[Version, ...]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class MemorySummary:
-    agent_id: str
-    agent_name: str
-    memory_store_id: str
-    memory_count: int
-    total_bytes: int
-    revision: int
-    state: str  # waiting | idle | updating | delayed
-    pending_run_count: int
-    failed_run_count: int
-    last_updated_at: str | None
-    last_checked_at: str | None
-    next_retry_at: str | None
-
-
-class CommandResult(NamedTuple):
-    """A memory-tool command's answer; ``ok`` is False where a tool result is an error."""
-
-    ok: bool
-    result: str
-
-
-@dataclass(frozen=True)
-class _KeyList:
-    keys: tuple[Key, ...]
-
-
-# ---- decoding ----------------------------------------------------------------------
-
-T = TypeVar("T")
-_ABSENT = object()
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    """A result class's fields and their types, in order."""
-    if cls not in _HINTS:
-        _HINTS[cls] = get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def _bad(response: httpx.Response, message: str) -> UnexpectedResponseError:
-    return UnexpectedResponseError(
-        message, status=response.status_code, request_id=response.headers.get("memfs-request-id")
-    )
-
-
-def _decode(cls: type[T], value: object, response: httpx.Response, **given: object) -> T:
-    """``cls`` from a JSON object: each field from its camelCase key, type-checked."""
-    if not isinstance(value, dict):
-        raise _bad(response, f"{cls.__name__}: expected a JSON object")
-    kwargs = dict(given)
-    for name, kind in _hints(cls).items():
-        if name not in kwargs:
-            item = value.get(_camel(name), _ABSENT)
-            kwargs[name] = _convert(kind, item, response, f"{cls.__name__}.{_camel(name)}")
-    return cls(**kwargs)
-
-
-def _convert(kind: Any, value: object, response: httpx.Response, where: str) -> Any:
-    args = get_args(kind)
-    if isinstance(kind, types.UnionType) and type(None) in args:  # X | None
-        if value is None or value is _ABSENT:
-            return None
-        (kind,) = (a for a in args if a is not type(None))
-        args = get_args(kind)
-    if value is _ABSENT:
-        raise _bad(response, f"{where} is missing")
-    origin = get_origin(kind)
-    if kind in (str, int, bool):
-        if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
-            return value
-    elif origin is tuple and isinstance(value, list):
-        return tuple(_convert(args[0], item, response, f"{where}[]") for item in value)
-    elif origin is Mapping and isinstance(value, dict):  # metadata: scalars only
-        if all(v is None or isinstance(v, (str, int, float, bool)) for v in value.values()):
-            return dict(value)
-    elif isinstance(kind, type):  # a result class
-        return _decode(kind, value, response)
-    raise _bad(response, f"{where} is not a {getattr(kind, '__name__', kind)}")
 
 
 # ---- URLs --------------------------------------------------------------------------
@@ -831,6 +402,225 @@ class Client:
             lambda c: self.list_versions(agent_id, path, limit=limit, cursor=c)
         ):
             yield from page.versions
+
+    # ---- triggers, deliveries, runs --------------------------------------------
+
+    def _trigger_url(self, agent_id: str, trigger_id: str) -> str:
+        return f"{_agent_url(agent_id)}/triggers/{_segment(trigger_id)}"
+
+    def put_trigger(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        *,
+        prompt: str = "",
+        action: Mapping[str, Any] | None = None,
+        max_attempts: int = 5,
+        secret: str | None = None,
+    ) -> Trigger:
+        """Create or replace a trigger; ``secret`` is set on the result only when new."""
+        body: dict[str, Any] = {"prompt": prompt, "maxAttempts": max_attempts}
+        if action is not None:
+            body["action"] = dict(action)
+        if secret is not None:
+            body["secret"] = secret
+        response = self._send("PUT", self._trigger_url(agent_id, trigger_id), json=body)
+        return self._result(Trigger, response)
+
+    def get_trigger(self, agent_id: str, trigger_id: str) -> Trigger:
+        return self._get(Trigger, self._trigger_url(agent_id, trigger_id))
+
+    def list_triggers(self, agent_id: str) -> list[Trigger]:
+        return list(self._get(_TriggerList, f"{_agent_url(agent_id)}/triggers").triggers)
+
+    def delete_trigger(self, agent_id: str, trigger_id: str) -> None:
+        self._send("DELETE", self._trigger_url(agent_id, trigger_id))
+
+    def rotate_trigger_secret(self, agent_id: str, trigger_id: str) -> Trigger:
+        """A new secret (on the result); the old one keeps verifying for 24 hours."""
+        url = self._trigger_url(agent_id, trigger_id) + ":rotateSecret"
+        return self._result(Trigger, self._send("POST", url))
+
+    def deliver(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        body: bytes,
+        *,
+        secret: str,
+        webhook_id: str | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[Run, bool]:
+        """Send a Standard-Webhooks delivery signed with ``secret``; (run, started now)."""
+        from memfs.webhook_verify import sign
+
+        webhook_id = webhook_id or f"msg_{random.getrandbits(96):024x}"
+        stamp = int(time.time())
+        headers = {
+            "webhook-id": webhook_id,
+            "webhook-timestamp": str(stamp),
+            "webhook-signature": sign(secret, webhook_id, stamp, body),
+            "Content-Type": content_type,
+        }
+        url = self._trigger_url(agent_id, trigger_id) + ":deliver"
+        response = self._send("POST", url, content=body, headers=headers)
+        return self._result(Run, response), response.status_code == 202
+
+    def list_runs(
+        self,
+        agent_id: str,
+        *,
+        trigger_id: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> RunPage:
+        params = _params(triggerId=trigger_id, status=status, limit=limit, cursor=cursor)
+        return self._get(RunPage, f"{_agent_url(agent_id)}/runs", params)
+
+    def iter_runs(
+        self, agent_id: str, *, trigger_id: str | None = None, status: str | None = None
+    ) -> Iterator[Run]:
+        for page in self._pages(
+            lambda c: self.list_runs(agent_id, trigger_id=trigger_id, status=status, cursor=c)
+        ):
+            yield from page.runs
+
+    def get_run(self, agent_id: str, run_id: str) -> Run:
+        return self._get(Run, f"{_agent_url(agent_id)}/runs/{_segment(run_id)}")
+
+    def retry_run(self, agent_id: str, run_id: str) -> Run:
+        """Give a failed run one more attempt."""
+        url = f"{_agent_url(agent_id)}/runs/{_segment(run_id)}:retry"
+        return self._result(Run, self._send("POST", url))
+
+    # ---- memory:inspect ----------------------------------------------------------
+
+    def inspect(
+        self,
+        request: Mapping[str, Any],
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+    ) -> InspectPage:
+        """One ``memory:inspect`` page of an agent or a scope (give exactly one)."""
+        if (agent_id is None) == (scope_id is None):
+            raise ValueError("give agent_id or scope_id")
+        url = (
+            f"{_agent_url(agent_id)}/memory:inspect"
+            if agent_id is not None
+            else f"/v1/scopes/{_segment(scope_id or '')}/memory:inspect"
+        )
+        return self._result(InspectPage, self._send("POST", url, json=dict(request)))
+
+    def _walk(
+        self,
+        section: str,
+        items: str,
+        token_field: str,
+        *,
+        agent_id: str | None,
+        scope_id: str | None,
+        as_of: str | None,
+        limit: int | None,
+        limit_key: str = "limit",
+        token_key: str = "pageToken",
+    ) -> Iterator[dict[str, Any]]:
+        token: str | None = None
+        while True:
+            part: dict[str, Any] = {}
+            if limit is not None:
+                part[limit_key] = limit
+            if token:
+                part[token_key] = token
+            request: dict[str, Any] = {section: part}
+            if as_of is not None:
+                request["asOf"] = as_of
+            page = self.inspect(request, agent_id=agent_id, scope_id=scope_id)
+            as_of = page.read_timestamp  # every later page sees the same instant
+            body = getattr(page, section) or {}
+            yield from body.get(items, [])
+            token = getattr(page, token_field)
+            if not token:
+                return
+
+    def iter_chunks(
+        self,
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Every chunk of every stored version, pinned at ``as_of`` (default: now)."""
+        return self._walk(
+            "vectors",
+            "chunks",
+            "next_chunk_token",
+            agent_id=agent_id,
+            scope_id=scope_id,
+            as_of=as_of,
+            limit=limit,
+        )
+
+    def iter_nodes(
+        self,
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        return self._walk(
+            "graph",
+            "nodes",
+            "next_node_token",
+            agent_id=agent_id,
+            scope_id=scope_id,
+            as_of=as_of,
+            limit=limit,
+            limit_key="nodeLimit",
+            token_key="nodePageToken",
+        )
+
+    def iter_edges(
+        self,
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        return self._walk(
+            "graph",
+            "edges",
+            "next_edge_token",
+            agent_id=agent_id,
+            scope_id=scope_id,
+            as_of=as_of,
+            limit=limit,
+            limit_key="edgeLimit",
+            token_key="edgePageToken",
+        )
+
+    def iter_log(
+        self,
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Commit and run steps, oldest first, pinned at ``as_of`` (default: now)."""
+        return self._walk(
+            "log",
+            "steps",
+            "next_log_token",
+            agent_id=agent_id,
+            scope_id=scope_id,
+            as_of=as_of,
+            limit=limit,
+        )
 
 
 def _auth_headers(
