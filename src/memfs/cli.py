@@ -19,7 +19,7 @@ from urllib.parse import quote
 from memfs import __version__, export, maintenance, paths, render, serve
 from memfs import inspect as inspect_mod
 from memfs.commits import format_ts, parse_ts
-from memfs.errors import InvalidRequest, MemfsError, NotFound
+from memfs.errors import Conflict, InvalidRequest, MemfsError, NotFound
 from memfs.gitexport import write_fast_import
 from memfs.index import FolderEntry
 from memfs.paths import ROOT
@@ -528,6 +528,13 @@ def cmd_triggers_rotate(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
+def _run_id(value: str) -> str:
+    # The rule of the HTTP routes: a run id names folders, so check it before any read.
+    if not value.startswith("run_") or len(value) > 64 or not value[4:].isalnum():
+        raise InvalidRequest(f"run id {value!r} looks like run_<hex>", field="runId")
+    return value
+
+
 def _run_line(run: Run) -> str:
     when = format_ts(run.created_at)
     return (
@@ -547,7 +554,7 @@ def cmd_runs_ls(args: argparse.Namespace, store: Store) -> int:
 
 def cmd_runs_show(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
-    run = Runs(store).get(args.agent, args.run)
+    run = Runs(store).get(args.agent, _run_id(args.run))
     doc = run.to_json()
     lines = [f"{k}: {'-' if v is None else v}" for k, v in doc.items() if k != "output"]
     if run.output:
@@ -565,11 +572,11 @@ def cmd_runs_retry(args: argparse.Namespace, store: Store) -> int:
             return None
         return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
 
-    run = runs.append(args.agent, args.run, requeue)
+    run = runs.append(args.agent, _run_id(args.run), requeue)
     if run is None:
-        raise MemfsError(f"run {args.run!r} does not exist")
+        raise NotFound(f"run {args.run!r} of agent {args.agent!r} does not exist")
     if run.status != "queued":
-        raise MemfsError(f"run is {run.status}; only a failed run can be retried")
+        raise Conflict(f"run is {run.status}; only a failed run can be retried")
     _out(args, run.to_json(), [f"queued {run.run_id} for attempt {run.attempt + 1}"])
     return 0
 
@@ -949,7 +956,7 @@ def build_parser() -> _Parser:
         "export",
         cmd_export,
         "full history as JSON lines, or a git fast-import stream",
-        "memfs export demo --format git | (git init -q -b main repo && cd repo && git fast-import && git checkout -q main)",
+        "memfs export demo --format git | (git init -q -b main repo && cd repo && git fast-import --quiet && git checkout -q main)",
     )
     p.add_argument("agent", nargs="?")
     p.add_argument("--scope", help="every agent under this scope id (JSON lines only)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,8 +130,18 @@ class Commit:
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
+_YEAR_10000 = 253_402_300_800  # seconds since the epoch
+
+
 def format_ts(micros: int) -> str:
     """RFC 3339 UTC with microseconds, e.g. 2026-11-29T22:42:34.123456Z."""
+    seconds, fraction = divmod(micros, 1_000_000)
+    if 0 <= seconds < _YEAR_10000:  # the common case, several times faster than datetime
+        t = time.gmtime(seconds)
+        return (
+            f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{fraction:06d}Z"
+        )
     when = _EPOCH + dt.timedelta(microseconds=micros)
     # Not strftime("%Y"): glibc writes year 745 as "745", which is not RFC 3339.
     return when.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

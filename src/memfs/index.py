@@ -20,12 +20,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from memfs.commits import Commit
+from memfs.commits import Change, Commit
 from memfs.content import Scalar, metadata_text
 
 Connection = sqlite3.Connection
@@ -349,6 +349,109 @@ def apply_commit(
     return True
 
 
+def bulk_load(
+    conn: sqlite3.Connection,
+    agent: str,
+    commits: Iterable[Commit],
+    content_of: Callable[[Commit, Change], bytes],
+) -> int:
+    """Index a whole log at once into an agent's empty rows; the same rows as applying
+    each commit with ``apply_commit`` (visible at its timestamp), in a few batched
+    statements instead of ten per commit. Returns the number of commits."""
+    commit_rows: list[tuple[object, ...]] = []
+    version_rows: list[list[object]] = []
+    open_version: dict[str, int] = {}  # path → index of its newest row in version_rows
+    live: dict[str, tuple[object, ...]] = {}  # path → memories row
+    metas: dict[str, dict[str, Scalar]] = {}
+    blobs: dict[str, bytes] = {}
+    revision = last_ts = 0
+    name: str | None = None
+    for commit in commits:
+        summary = []
+        for change in commit.changes:
+            item = change.to_json()
+            item.pop("content", None)
+            summary.append(item)
+            previous = open_version.get(change.path)
+            if previous is not None:
+                version_rows[previous][10] = commit.ts  # valid_to
+                version_rows[previous][12] = commit.ts  # visible_to
+            meta_json = json.dumps(change.metadata, ensure_ascii=False, separators=(",", ":"))
+            open_version[change.path] = len(version_rows)
+            version_rows.append(
+                [
+                    agent,
+                    change.path,
+                    change.version,
+                    commit.revision,
+                    change.operation,
+                    change.after,
+                    change.size,
+                    change.description,
+                    meta_json,
+                    commit.ts,
+                    None,
+                    commit.ts,
+                    None,
+                ]
+            )
+            if change.after is None:
+                live.pop(change.path, None)
+                metas.pop(change.path, None)
+                continue
+            created_at = live[change.path][7] if change.path in live else commit.ts
+            live[change.path] = (
+                agent,
+                change.path,
+                change.version,
+                change.after,
+                change.size,
+                change.description,
+                meta_json,
+                created_at,
+                commit.ts,
+            )
+            metas[change.path] = change.metadata
+            if change.after not in blobs:
+                blobs[change.after] = content_of(commit, change)
+        commit_rows.append(
+            (
+                agent,
+                commit.revision,
+                commit.ts,
+                commit.ts,
+                commit.actor,
+                commit.message,
+                json.dumps(summary, ensure_ascii=False, separators=(",", ":")),
+            )
+        )
+        revision, last_ts = max(revision, commit.revision), max(last_ts, commit.ts)
+        if commit.agent_name is not None:
+            name = commit.agent_name
+    conn.executemany("INSERT INTO commits VALUES(?,?,?,?,?,?,?)", commit_rows)
+    conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)
+    conn.executemany("INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?)", list(live.values()))
+    conn.executemany(
+        "INSERT INTO memory_meta VALUES(?,?,?,?)",
+        [
+            (agent, path, k, metadata_text(v))
+            for path, meta in metas.items()
+            for k, v in meta.items()
+        ],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
+        [(agent, sha, data) for sha, data in blobs.items()],
+    )
+    conn.execute(
+        "UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?),"
+        " name=COALESCE(?, name) WHERE agent_id=?",
+        (revision, last_ts, name, agent),
+    )
+    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (last_ts,))
+    return len(commit_rows)
+
+
 # ---- reading -------------------------------------------------------------------
 
 
@@ -378,6 +481,14 @@ def agent_stats(conn: sqlite3.Connection, agent_id: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def _metadata(raw: object) -> dict[str, Scalar]:
+    # Most memories have no metadata besides their description: skip the parser then.
+    if raw == "{}":
+        return {}
+    parsed: dict[str, Scalar] = json.loads(str(raw))
+    return parsed
+
+
 _MEMORY_COLUMNS = "path, version, sha256, bytes, description, metadata, created_at, updated_at"
 
 
@@ -388,7 +499,7 @@ def _memory(row: Sequence[object]) -> MemoryRow:
         sha256=str(row[2]),
         size=int(row[3]),  # type: ignore[call-overload]
         description=row[4] if isinstance(row[4], str) else None,
-        metadata=json.loads(str(row[5])),
+        metadata=_metadata(row[5]),
         created_at=int(row[6]),  # type: ignore[call-overload]
         updated_at=int(row[7]),  # type: ignore[call-overload]
     )
@@ -440,7 +551,7 @@ def _version(row: Sequence[object]) -> VersionRow:
         sha256=row[4] if isinstance(row[4], str) else None,
         size=int(row[5]),  # type: ignore[call-overload]
         description=row[6] if isinstance(row[6], str) else None,
-        metadata=json.loads(str(row[7])),
+        metadata=_metadata(row[7]),
         valid_from=int(row[8]),  # type: ignore[call-overload]
         valid_to=int(row[9]) if row[9] is not None else None,  # type: ignore[call-overload]
         actor=str(row[10]),

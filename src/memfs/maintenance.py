@@ -12,12 +12,12 @@ import getpass
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from memfs import durable, index, layout, paths
 from memfs.backend import MissingObject
-from memfs.commits import Commit
+from memfs.commits import Change, Commit
 from memfs.errors import CorruptionError, InvalidRequest, MemfsError
 from memfs.store import CommitResult, Delete, Op, Put, Store
 from memfs.worktree import WorkTree
@@ -113,14 +113,24 @@ def reindex(store: Store) -> tuple[int, int]:
                 raise CorruptionError(f"{key} is unreadable: {exc}") from None
             store._adopt(conn, record)
             agents += 1
-            for commit in read_log(store, record["agentId"]):
-                index.apply_commit(conn, commit, commit.ts, store._contents(commit))
-                commits += 1
+            commits += index.bulk_load(
+                conn, record["agentId"], read_log(store, record["agentId"]), _content_of(store)
+            )
         conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (old_clock,))
     from memfs.runs import Runs  # runs are indexed from their own records
 
     Runs(store).rescan()
     return agents, commits
+
+
+def _content_of(store: Store) -> Callable[[Commit, Change], bytes]:
+    def content(commit: Commit, change: Change) -> bytes:
+        if change.content is not None:
+            return change.content.encode()
+        assert change.after is not None
+        return store.backend.get(layout.blob_key(commit.agent_id, change.after))
+
+    return content
 
 
 # ---- fsck ----------------------------------------------------------------------------
