@@ -702,3 +702,22 @@ def test_cli_inspect_prints_every_item_once(tmp_path: Path) -> None:
     count = {s: sum(1 for x in lines if x["section"] == s) for s in ("chunks", "nodes", "edges")}
     assert count == {"chunks": 3, "nodes": 3, "edges": 600}
     assert sum(1 for x in lines if x["section"] == "log") == 3
+
+
+def test_continuing_one_graph_listing_does_not_restart_the_other(api: Api) -> None:
+    api.agent(AGENT)
+    for i in range(4):
+        api.write(f"/memories/n{i}.md", f"# n{i}\nsee [[n{(i + 1) % 4}]] and [[n{(i + 2) % 4}]]\n")
+    first = api.inspect({"graph": {"nodeLimit": 1, "edgeLimit": 1}})
+    assert len(first["graph"]["nodes"]) == 1 and len(first["graph"]["edges"]) == 1
+    pin = first["readTimestamp"]
+    edges = api.inspect(
+        {"graph": {"edgeLimit": 3, "edgePageToken": first["nextEdgeToken"]}, "asOf": pin}
+    )
+    assert edges["graph"]["nodes"] == [] and edges["nextNodeToken"] == ""
+    assert len(edges["graph"]["edges"]) == 3
+    nodes = api.inspect(
+        {"graph": {"nodeLimit": 10, "nodePageToken": first["nextNodeToken"]}, "asOf": pin}
+    )
+    assert [n["path"] for n in nodes["graph"]["nodes"]] == [f"/memories/n{i}.md" for i in (1, 2, 3)]
+    assert nodes["graph"]["edges"] == []

@@ -987,8 +987,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not str(args.data) or (str(args.data) == "." and os.environ.get("MEMFS_DATA") == ""):
-        print("memfs: the data folder is empty; set --data or MEMFS_DATA to a folder",
-              file=sys.stderr)
+        print(
+            "memfs: the data folder is empty; set --data or MEMFS_DATA to a folder", file=sys.stderr
+        )
         return 2
     try:
         store = Store(args.data)

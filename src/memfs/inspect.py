@@ -86,10 +86,16 @@ def parse_request(doc: dict[str, Any]) -> tuple[dict[str, Page], int | None]:
         for key in body:
             if key not in known:
                 raise InvalidRequest(f"unknown field {section}.{key}", field=f"{section}.{key}")
-        for listing, limit_key, token_key in listings:
+        tokens = {listing: _token(body.get(token_key)) for listing, _l, token_key in listings}
+        continuing = any(tokens.values())
+        for listing, limit_key, _token_key in listings:
+            if continuing and tokens[listing] is None:
+                # A section's listings exhaust independently: a request that continues
+                # one of them (edges, say) does not restart the other (nodes) at its start.
+                continue
             pages[listing] = Page(
                 _limit(body.get(limit_key), listing, f"{section}.{limit_key}"),
-                _token(body.get(token_key)),
+                tokens[listing],
             )
     as_of = doc.get("asOf")
     pinned = None

@@ -38,6 +38,7 @@ from memfs.errors import (
     Conflict,
     CorruptionError,
     InvalidRequest,
+    MemfsError,
     NotFound,
     PreconditionFailed,
 )
@@ -341,6 +342,11 @@ class Store:
                     return CommitResult(commit.revision, commit)
             except _LostRace:
                 continue
+            except MemfsError:
+                # The refusal rolled back the catch-up it was judged after; apply it
+                # again so readers see the head that the refusal saw.
+                self.sync(agent_id)
+                raise
         raise Conflict("too many concurrent writers; try again")
 
     def _record(

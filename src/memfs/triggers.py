@@ -233,4 +233,3 @@ def _trigger(agent_id: str, trigger_id: str, doc: dict[str, Any]) -> Trigger:
         created_at=parse_ts(doc["createdAt"]),
         updated_at=parse_ts(doc["updatedAt"]),
     )
-
