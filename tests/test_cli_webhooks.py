@@ -69,9 +69,7 @@ RUN_FIELDS = {
     "output",
     "error",
 }
-RUN_LINE = re.compile(
-    r"^(run_[0-9a-f]+)  (\w+) +attempt (\d+)/(\d+)  (\S+)  (\S+)  (\S+)$"
-)
+RUN_LINE = re.compile(r"^(run_[0-9a-f]+)  (\w+) +attempt (\d+)/(\d+)  (\S+)  (\S+)  (\S+)$")
 SECRET_LINE = re.compile(r"^secret: (whsec_\S+)  \(shown once; signs deliveries\)$")
 
 
@@ -272,7 +270,7 @@ def test_bad_input_is_one_line_exit_2_or_3_and_changes_nothing(env: Env) -> None
         (["triggers", "add", agent, "t2", "--timeout", "0", "--command", "true"], 2, "timeout"),
         (["triggers", "add", agent, "t2", "--secret", "nope"], 2, "whsec_"),
         (["triggers", "add", agent, "t2", "--path", "/memories/{other}.md"], 2, "action.path"),
-        (["triggers", "add", agent, "t2", "--path", "../escape.md"], 2, ""),
+        (["triggers", "add", agent, "t2", "--path", "../escape.md"], 2, "/memories/"),
         # Unknown trigger or run.
         (["triggers", "rm", agent, "missing"], 3, "missing"),
         (["triggers", "rotate", agent, "missing"], 3, "missing"),
@@ -332,7 +330,10 @@ def test_triggers_add_and_ls_show_the_secret_once(env: Env) -> None:
     assert match, str(created)
     secret = match.group(1)
     assert len(parse_secret(secret)) == 32
-    assert fixed.lines == ["created trigger fixed", f"secret: {given}  (shown once; signs deliveries)"]
+    assert fixed.lines == [
+        "created trigger fixed",
+        f"secret: {given}  (shown once; signs deliveries)",
+    ]
 
     # --json: the trigger document with its secret.
     doc = notes.json()
@@ -341,7 +342,11 @@ def test_triggers_add_and_ls_show_the_secret_once(env: Env) -> None:
     assert doc["action"] == {"type": "memory", "path": path} and doc["maxAttempts"] == 2
     assert doc["secret"].startswith("whsec_") and doc["secret"] != secret
     doc = command.json()
-    assert doc["action"] == {"type": "command", "argv": ["sh", "-c", "cat >/dev/null"], "timeoutSeconds": 7}
+    assert doc["action"] == {
+        "type": "command",
+        "argv": ["sh", "-c", "cat >/dev/null"],
+        "timeoutSeconds": 7,
+    }
     assert doc["maxAttempts"] == 3
 
     # Updating keeps the secret and does not print it again.
@@ -408,14 +413,19 @@ def test_deliver_runs_once_per_id_and_runs_ls_show_it(env: Env, tmp_path: Path) 
     assert set(doc) == RUN_FIELDS
     assert (doc["webhookId"], doc["triggerId"], doc["status"]) == ("msg_3", "gh", "queued")
     run_3 = doc["id"]
-    match = re.fullmatch(r"started run (run_[0-9a-f]+) \(queued\) for (msg_[0-9a-f]{32})\n", generated.out)
+    match = re.fullmatch(
+        r"started run (run_[0-9a-f]+) \(queued\) for (msg_[0-9a-f]{32})\n", generated.out
+    )
     assert match, str(generated)
     run_4, generated_id = match.groups()
     run_other = started(other, "msg_1")  # the same id on another trigger is another delivery
     ids = [run_1, run_2, run_3, run_4, run_other]
     assert len(set(ids)) == 5
-    for run_id in ids:
-        assert env.wait(agent, run_id)["status"] == "succeeded"
+    ended = {run_id: env.wait(agent, run_id) for run_id in ids}
+    assert all(doc["status"] == "succeeded" for doc in ended.values())
+    # The four deliveries above raced: 'runs ls' lists by creation time, oldest first.
+    oldest_first = sorted(ids, key=lambda run_id: (ended[run_id]["createdAt"], run_id))
+    assert oldest_first[0] == run_1
 
     # A redelivery after the run ended answers with the ended run; no new run.
     late = memfs.ok("deliver", agent, "gh", *url, "--id", "msg_2", stdin=b'{"n": 2}')
@@ -444,16 +454,17 @@ def test_deliver_runs_once_per_id_and_runs_ls_show_it(env: Env, tmp_path: Path) 
     )
     rows = [RUN_LINE.fullmatch(line) for line in listed.lines]
     assert all(rows), str(listed)
-    assert [m.group(1) for m in rows if m] == ids
+    assert [m.group(1) for m in rows if m] == oldest_first
     first_row = rows[0]
     assert first_row is not None
     assert first_row.groups()[1:4] == ("succeeded", "1", "5")
     assert first_row.groups()[5:] == ("gh", "msg_1")
     assert [line.split()[0] for line in by_trigger.lines] == [run_other]
-    assert [line.split()[0] for line in by_status.lines] == ids[:4]
+    of_gh = [run_id for run_id in oldest_first if run_id != run_other]
+    assert [line.split()[0] for line in by_status.lines] == of_gh
     assert none_failed.out == ""
     listed_docs = as_json.json()["runs"]
-    assert [r["id"] for r in listed_docs] == ids[:4]
+    assert [r["id"] for r in listed_docs] == of_gh
     assert all(set(r) == RUN_FIELDS for r in listed_docs)
 
     # runs show: every field, '-' where empty, no output section for a memory run.
@@ -477,7 +488,11 @@ def test_deliver_runs_once_per_id_and_runs_ls_show_it(env: Env, tmp_path: Path) 
         "error",
     ]
     assert fields["id"] == run_1 and fields["agentId"] == agent
-    assert (fields["triggerId"], fields["webhookId"], fields["status"]) == ("gh", "msg_1", "succeeded")
+    assert (fields["triggerId"], fields["webhookId"], fields["status"]) == (
+        "gh",
+        "msg_1",
+        "succeeded",
+    )
     assert (fields["attempt"], fields["maxAttempts"]) == ("1", "5")
     assert fields["nextRetryAt"] == fields["exitCode"] == fields["error"] == "-"
     assert all(fields[k].endswith("Z") for k in ("createdAt", "startedAt", "finishedAt"))
@@ -523,17 +538,30 @@ def test_failed_command_run_is_retried_as_attempt_2(env: Env) -> None:
                 "-c",
                 'echo "attempt $MEMFS_ATTEMPT failing"; exit 3',
             ],
+            # Exits at once without reading its stdin (most programs do).
+            ["triggers", "add", agent, "deaf", "--command", "sh", "-c", "echo not reading"],
         ]
     )
     url = ["--url", env.url]
-    good, bad = memfs.all_ok(
+    good, bad, deaf, deaf_small = memfs.all_ok(
         [
             (["deliver", agent, "good", *url, "--id", "msg_good"], b"hello"),
             (["deliver", agent, "bad", *url, "--id", "msg_bad"], b"{}"),
+            (["deliver", agent, "deaf", *url, "--id", "msg_deaf_big"], b"x" * 200_000),
+            (["deliver", agent, "deaf", *url, "--id", "msg_deaf_small"], b"{}"),
         ]
     )
     good_id, bad_id = started(good, "msg_good"), started(bad, "msg_bad")
     assert env.wait(agent, good_id)["status"] == "succeeded"
+    # An unread body is no failure: exit 0 is success, whatever happened to stdin.
+    for result, webhook_id in ((deaf, "msg_deaf_big"), (deaf_small, "msg_deaf_small")):
+        deaf_run = env.wait(agent, started(result, webhook_id))
+        assert (deaf_run["status"], deaf_run["exitCode"], deaf_run["error"]) == (
+            "succeeded",
+            0,
+            None,
+        )
+        assert deaf_run["attempt"] == 1 and deaf_run["output"] == "not reading\n"
     ended = env.wait(agent, bad_id)
     assert (ended["status"], ended["attempt"], ended["maxAttempts"]) == ("failed", 1, 1)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from memfs import config, maintenance
-from memfs.errors import InvalidRequest, NotFound
+from memfs.errors import Conflict, InvalidRequest, NotFound
 from memfs.runs import TERMINAL, Run, Runs, delivery_key
 from memfs.store import Store
 
@@ -104,9 +104,7 @@ def test_old_finished_records_go_young_and_unfinished_ones_stay(
     assert not files[young.run_id].exists()
 
 
-def test_unfinished_runs_keep_their_record_at_any_age(
-    store: Store, agent: str, runs: Runs
-) -> None:
+def test_unfinished_runs_keep_their_record_at_any_age(store: Store, agent: str, runs: Runs) -> None:
     queued = deliver(runs, agent, "msg_queued")
     running = start(runs, deliver(runs, agent, "msg_running"))
     delayed = end(runs, deliver(runs, agent, "msg_delayed"), ok=False, retry_at=1)
@@ -142,9 +140,11 @@ def test_collected_run_stays_readable(store: Store, agent: str, runs: Runs) -> N
     assert after.status in TERMINAL and after.delivery_key is None
     listed = runs.list(agent, trigger_id=TRIGGER, status="failed", after=None, limit=10)
     assert [r.run_id for r in listed] == [done.run_id]
-    # Only the body is gone, and asking for it says so.
+    # Only the body is gone, and asking for it says so; a retry would be sure to fail.
     with pytest.raises(NotFound, match="collected"):
         runs.delivery(after)
+    with pytest.raises(Conflict, match="collected"):
+        runs.retry(agent, done.run_id)
 
     # The run's events are canonical: a rebuilt index still has the run, and the
     # collected record does not come back.
@@ -154,9 +154,13 @@ def test_collected_run_stays_readable(store: Store, agent: str, runs: Runs) -> N
     assert not record_file(store, done).exists()
     with pytest.raises(NotFound, match="collected"):
         runs.delivery(rebuilt)
+    with pytest.raises(Conflict, match="collected"):
+        Runs(store).retry(agent, done.run_id)
 
 
-def test_redelivery_of_a_collected_id_starts_a_new_run(store: Store, agent: str, runs: Runs) -> None:
+def test_redelivery_of_a_collected_id_starts_a_new_run(
+    store: Store, agent: str, runs: Runs
+) -> None:
     first = end(runs, deliver(runs, agent, "msg_again"), ok=True)
 
     # Within the retention the record answers every redelivery with the same run.

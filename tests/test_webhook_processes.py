@@ -14,7 +14,6 @@ import base64
 import datetime as dt
 import itertools
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -124,17 +123,18 @@ def wait_terminal(srv: RealServer, count: int, timeout: float = 40.0) -> list[di
     return seen
 
 
-def run_folder(data: Path, run_id: str) -> Path:
-    return data / layout.agent_prefix(AGENT) / "runs" / run_id
+def runs_folder(data: Path) -> Path:
+    return data / layout.agent_prefix(AGENT) / "runs"
 
 
 def events(data: Path, run_id: str) -> list[dict[str, Any]]:
-    folder = run_folder(data, run_id) / "events"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    found = sorted(runs_folder(data).glob(f"{run_id}.e*.json"))
+    return [json.loads(p.read_text()) for p in found]
 
 
 def claims(data: Path, run_id: str) -> list[str]:
-    return sorted(p.name for p in (run_folder(data, run_id) / "claims").glob("*.json"))
+    prefix = f"{run_id}.c"
+    return sorted(p.name.removeprefix(prefix) for p in runs_folder(data).glob(f"{prefix}*.json"))
 
 
 def run_keys(srv: RealServer) -> list[str]:
@@ -432,4 +432,4 @@ def test_delivery_record_without_events_runs_after_restart(tmp_path: Path) -> No
                 assert again.json()["id"] == run_id
     kinds = [e["type"] for e in events(data, run_ids["msg_claimed"])]
     assert kinds.count("succeeded") == 1, kinds
-    assert os.path.exists(run_folder(data, run_ids["msg_claimed"]) / "claims" / "0002.json")
+    assert claims(data, run_ids["msg_claimed"]) == ["0001.json", "0002.json"]

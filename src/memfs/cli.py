@@ -19,11 +19,11 @@ from urllib.parse import quote
 from memfs import __version__, export, maintenance, paths, render, serve
 from memfs import inspect as inspect_mod
 from memfs.commits import format_ts, parse_ts
-from memfs.errors import Conflict, InvalidRequest, MemfsError, NotFound
+from memfs.errors import InvalidRequest, MemfsError, NotFound
 from memfs.gitexport import write_fast_import
 from memfs.index import FolderEntry
 from memfs.paths import ROOT
-from memfs.runs import Run, Runs
+from memfs.runs import Run, Runs, check_run_id
 from memfs.store import Store
 from memfs.tokens import Signer
 from memfs.triggers import Triggers
@@ -528,13 +528,6 @@ def cmd_triggers_rotate(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-def _run_id(value: str) -> str:
-    # The rule of the HTTP routes: a run id names folders, so check it before any read.
-    if not value.startswith("run_") or len(value) > 64 or not value[4:].isalnum():
-        raise InvalidRequest(f"run id {value!r} looks like run_<hex>", field="runId")
-    return value
-
-
 def _run_line(run: Run) -> str:
     when = format_ts(run.created_at)
     return (
@@ -554,7 +547,7 @@ def cmd_runs_ls(args: argparse.Namespace, store: Store) -> int:
 
 def cmd_runs_show(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
-    run = Runs(store).get(args.agent, _run_id(args.run))
+    run = Runs(store).get(args.agent, check_run_id(args.run))
     doc = run.to_json()
     lines = [f"{k}: {'-' if v is None else v}" for k, v in doc.items() if k != "output"]
     if run.output:
@@ -565,18 +558,7 @@ def cmd_runs_show(args: argparse.Namespace, store: Store) -> int:
 
 def cmd_runs_retry(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
-    runs = Runs(store)
-
-    def requeue(cur: Run | None) -> dict[str, Any] | None:
-        if cur is None or cur.status != "failed":
-            return None
-        return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
-
-    run = runs.append(args.agent, _run_id(args.run), requeue)
-    if run is None:
-        raise NotFound(f"run {args.run!r} of agent {args.agent!r} does not exist")
-    if run.status != "queued":
-        raise Conflict(f"run is {run.status}; only a failed run can be retried")
+    run = Runs(store).retry(args.agent, check_run_id(args.run))
     _out(args, run.to_json(), [f"queued {run.run_id} for attempt {run.attempt + 1}"])
     return 0
 

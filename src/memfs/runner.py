@@ -362,21 +362,25 @@ class Runner:
             "MEMFS_BODY_FILE": str(body_file),
         }
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *trigger.action["argv"],
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                cwd=workdir,
-                env=env,
-                start_new_session=True,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
-            )
+            # stdin is the body file, not a pipe fed by communicate(): a program that exits
+            # without reading its stdin would make that write fail (uvloop raises
+            # RuntimeError on the closed pipe) and a successful run would end as crashed.
+            with open(body_file, "rb") as stdin:
+                proc = await asyncio.create_subprocess_exec(
+                    *trigger.action["argv"],
+                    stdin=stdin,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                    cwd=workdir,
+                    env=env,
+                    start_new_session=True,
+                    preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                )
         except OSError as exc:
             await asyncio.to_thread(self.keys.revoke, key_id)
             return False, None, f"could not start {trigger.action['argv'][0]!r}: {exc.strerror}", ""
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(body), timeout=timeout)
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout=timeout)
             code = proc.returncode
             ok = code == 0
             error = None if ok else f"exit code {code}"

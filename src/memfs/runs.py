@@ -3,8 +3,10 @@
 Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
   deliveries/<triggerId>/<sha256(webhook-id)>.json  the dedupe record: first one wins;
                                                     it holds the body and the run id
-  runs/<runId>/events/<n:06>.json                   the run's steps, appended in order
-  runs/<runId>/claims/<attempt:04>.json             who executes attempt k: one winner
+  runs/<runId>.e<n:06>.json                          the run's steps, appended in order
+  runs/<runId>.c<attempt:04>.json                    who executes attempt k: one winner
+
+(flat in one folder: a new folder per run would cost a directory fsync per level).
 
 A run's state is the fold of its events (``fold``); the index keeps that fold in the
 ``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
@@ -91,11 +93,11 @@ def delivery_key(agent_id: str, trigger_id: str, webhook_id: str) -> str:
 
 
 def event_key(agent_id: str, run_id: str, seq: int) -> str:
-    return f"{_prefix(agent_id)}runs/{run_id}/events/{seq:06d}.json"
+    return f"{_prefix(agent_id)}runs/{run_id}.e{seq:06d}.json"
 
 
 def claim_key(agent_id: str, run_id: str, attempt: int) -> str:
-    return f"{_prefix(agent_id)}runs/{run_id}/claims/{attempt:04d}.json"
+    return f"{_prefix(agent_id)}runs/{run_id}.c{attempt:04d}.json"
 
 
 # ---- folding events into a run ---------------------------------------------------
@@ -234,6 +236,29 @@ class Runs:
                     _apply(conn, agent_id, run_id, seq + 1, event)
                     return get_row(conn, agent_id, run_id)
         raise Conflict("run changed concurrently too often; retry")
+
+    def retry(self, agent_id: str, run_id: str) -> Run:
+        """Give a failed run one more attempt (queued again); Conflict for any other run."""
+        current = self.get(agent_id, run_id)
+        if current.status == "failed" and (
+            current.delivery_key is None or not self.backend.exists(current.delivery_key)
+        ):
+            raise Conflict(
+                f"run {run_id!r} can't be retried: its delivery was collected after the "
+                "retention period",
+                field="runId",
+            )
+
+        def requeue(cur: Run | None) -> dict[str, Any] | None:
+            if cur is None or cur.status != "failed":
+                return None
+            return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
+
+        run = self.append(agent_id, run_id, requeue) if current.status == "failed" else current
+        if run is None or run.status != "queued" or current.status != "failed":
+            status = run.status if run is not None else current.status
+            raise Conflict(f"run is {status}; only a failed run can be retried", field="runId")
+        return run
 
     def get(self, agent_id: str, run_id: str) -> Run:
         with self.store.index.write() as conn:
@@ -413,7 +438,7 @@ class Runs:
             runs_base = f"{_prefix(agent.agent_id)}runs/"
             seen: set[str] = set()
             for key in self.backend.list(runs_base):
-                run_id = key[len(runs_base) :].split("/", 1)[0]
+                run_id = key[len(runs_base) :].split(".", 1)[0]
                 if run_id not in seen:
                     seen.add(run_id)
                     with self.store.index.write() as conn:
@@ -436,6 +461,15 @@ class Runs:
                     (agent_id, run_id),
                 )
         return len(rows)
+
+
+def check_run_id(value: str) -> str:
+    """A run id names folders: ``run_`` and up to 60 letters and digits."""
+    if not value.startswith("run_") or len(value) > 64 or not value[4:].isalnum():
+        raise InvalidRequest(
+            f"invalid run id {value!r}: run ids look like run_<hex>", field="runId"
+        )
+    return value
 
 
 def cap_output(data: bytes) -> str:

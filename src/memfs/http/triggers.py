@@ -8,9 +8,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import paths
-from memfs.errors import Conflict, InvalidRequest
+from memfs.errors import InvalidRequest
 from memfs.http.context import Ctx
-from memfs.runs import Run, Runs
+from memfs.runs import Runs, check_run_id
 from memfs.triggers import Triggers
 from memfs.webhook_verify import verify
 
@@ -126,10 +126,7 @@ async def list_runs(ctx: Ctx) -> Response:
 
 
 def _run_id(ctx: Ctx) -> str:
-    run_id = ctx.params["runId"]
-    if not run_id.startswith("run_") or len(run_id) > 64 or not run_id[4:].isalnum():
-        raise InvalidRequest("runId looks like run_<hex>", field="runId")
-    return run_id
+    return check_run_id(ctx.params["runId"])
 
 
 async def get_run(ctx: Ctx) -> Response:
@@ -142,21 +139,7 @@ async def get_run(ctx: Ctx) -> Response:
 async def retry_run(ctx: Ctx) -> Response:
     ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
-    runs = _runs(ctx)
-    run_id = _run_id(ctx)
-    current = await run_in_threadpool(runs.get, agent_id, run_id)
-    if current.status != "failed":
-        raise Conflict(f"run is {current.status}; only a failed run can be retried", field="runId")
-
-    def requeue(cur: Run | None) -> dict[str, object] | None:
-        if cur is None or cur.status != "failed":
-            return None
-        return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
-
-    run = await run_in_threadpool(runs.append, agent_id, run_id, requeue)
-    assert run is not None
-    if run.status != "queued":
-        raise Conflict(f"run is {run.status}; only a failed run can be retried", field="runId")
+    run = await run_in_threadpool(_runs(ctx).retry, agent_id, _run_id(ctx))
     if ctx.services.runner is not None:
         ctx.services.runner.wake.set()
     return JSONResponse(run.to_json(), status_code=202)
