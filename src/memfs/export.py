@@ -72,7 +72,7 @@ def iter_export(store: Store, agent_ids: Iterable[str]) -> Iterator[dict[str, An
 
 
 def _first_name(store: Store, agent_id: str) -> str:
-    record = store._agent_record(agent_id)
+    record = store.agent_record(agent_id)
     return str(record["name"]) if record else agent_id
 
 
@@ -143,7 +143,7 @@ def _import_agent(store: Store, record: dict[str, Any]) -> str:
     if not store.backend.put_if_absent(layout.agent_key(agent_id), body):
         raise Conflict(f"agent {agent_id!r} already exists here")
     with store.index.write() as conn:
-        store._adopt(conn, doc)
+        store.adopt_record(conn, doc)
     return agent_id
 
 

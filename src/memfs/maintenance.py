@@ -111,7 +111,7 @@ def reindex(store: Store) -> tuple[int, int]:
                 continue  # leftover of an interrupted erase: not an agent
             except ValueError as exc:
                 raise CorruptionError(f"{key} is unreadable: {exc}") from None
-            store._adopt(conn, record)
+            store.adopt_record(conn, record)
             agents += 1
             commits += index.bulk_load(
                 conn, record["agentId"], read_log(store, record["agentId"]), _content_of(store)

@@ -32,6 +32,7 @@ from memfs.commits import (
     Commit,
     format_ts,
     now_us,
+    parse_ts,
 )
 from memfs.content import Scalar
 from memfs.errors import (
@@ -157,9 +158,9 @@ class Store:
             # Canonical but not indexed (a crash before the index commit, or a lost
             # index): adopt it in its own transaction, so the Conflict below keeps it.
             if index.agent(conn, agent_id) is None:
-                existing = self._agent_record(agent_id)
+                existing = self.agent_record(agent_id)
                 if existing is not None:
-                    self._adopt(conn, existing)
+                    self.adopt_record(conn, existing)
         with self.index.write() as conn:
             if index.agent(conn, agent_id) is not None:
                 raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
@@ -185,7 +186,8 @@ class Store:
         assert row is not None
         return Agent.of(row)
 
-    def _agent_record(self, agent_id: str) -> dict[str, str] | None:
+    def agent_record(self, agent_id: str) -> dict[str, str] | None:
+        """The canonical record (agent.json) of an agent, None if there is none."""
         try:
             data = self.backend.get(layout.agent_key(agent_id))
         except MissingObject:
@@ -198,9 +200,8 @@ class Store:
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptionError(f"agent record of {agent_id!r} is unreadable: {exc}") from None
 
-    def _adopt(self, conn: index.Connection, record: Mapping[str, Any]) -> None:
-        from memfs.commits import parse_ts
-
+    def adopt_record(self, conn: index.Connection, record: Mapping[str, Any]) -> None:
+        """Index an agent from its canonical record (reindex, import, a lost index)."""
         index.put_agent(
             conn,
             record["agentId"],
@@ -235,7 +236,7 @@ class Store:
         """Erase an agent and its whole history, irrecoverably."""
         paths.agent_id(agent_id)
         with self.index.write() as conn:
-            if index.agent(conn, agent_id) is None and self._agent_record(agent_id) is None:
+            if index.agent(conn, agent_id) is None and self.agent_record(agent_id) is None:
                 raise NotFound(f"agent {agent_id!r} does not exist", field="agentId")
             index.drop_agent(conn, agent_id)
             # The record goes first: without it, whatever an interrupted erase leaves is
