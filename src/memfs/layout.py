@@ -3,8 +3,15 @@
 agents/<dir>/.memfs/agent.json          canonical: id, name, memoryStoreId, createdAt
 agents/<dir>/.memfs/log/<revision>.json canonical: one commit each, never rewritten
 agents/<dir>/.memfs/objects/ab/cdef…    canonical: contents too large to inline
+agents/<dir>/.memfs/triggers/<id>/<seq>.json       canonical: trigger versions (triggers.py)
+agents/<dir>/.memfs/deliveries/<trigger>/<h>.json  canonical: one per webhook-id (runs.py)
+agents/<dir>/.memfs/runs/<runId>.e<n>.json         canonical: run events (runs.py)
+agents/<dir>/.memfs/runs/<runId>.c<k>.json         canonical: attempt claims (runs.py)
+keys/<keyId>.json                       canonical: application keys, secret hashed (keys.py)
 agents/<dir>/memories/…                 derived: the working tree
 index.sqlite                            derived: the index
+admin.key, token.key                    generated secrets, mode 0600
+work/<runId>/<attempt>/                 scratch folder of a running command attempt
 """
 
 from __future__ import annotations
