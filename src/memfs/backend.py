@@ -97,8 +97,11 @@ class LocalBackend:
         return durable.create_new(self._path(key), data)
 
     def get(self, key: str) -> bytes:
+        # A plain string join: keys are '/'-separated like POSIX paths, and pathlib's
+        # parsing was a third of the cost of reading a log entry.
         try:
-            return self._path(key).read_bytes()
+            with open(os.path.join(self.root, check_key(key)), "rb") as handle:
+                return handle.read()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise MissingObject(key) from None
 

@@ -376,7 +376,11 @@ def bulk_load(
             if previous is not None:
                 version_rows[previous][10] = commit.ts  # valid_to
                 version_rows[previous][12] = commit.ts  # visible_to
-            meta_json = json.dumps(change.metadata, ensure_ascii=False, separators=(",", ":"))
+            meta_json = (
+                json.dumps(change.metadata, ensure_ascii=False, separators=(",", ":"))
+                if change.metadata
+                else "{}"
+            )
             open_version[change.path] = len(version_rows)
             version_rows.append(
                 [
