@@ -85,15 +85,9 @@ class Memory:
 
 
 @dataclass(frozen=True)
-class MemoryWrite:
+class MemoryWrite(MemoryEntry):
     """What a PUT answers: the listing fields, the commit's revision, created or not."""
 
-    path: str
-    bytes: int
-    content_sha256: str
-    description: str | None
-    version: int
-    updated_at: str
     revision: int
     created: bool
 
