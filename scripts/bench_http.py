@@ -32,34 +32,24 @@ CPU use is printed so it is clear whether it, rather than the server, was the li
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import importlib.util
+import itertools
 import json
 import os
-import platform
-import resource
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import benchkit
+from benchkit import Load, Server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-REPO = Path(__file__).resolve().parent.parent
-SCRIPTS = Path(__file__).resolve().parent
 AGENT = "bench/agent"
-ADMIN_KEY = "bench-admin-key-0123456789abcdef"
 BODY_2K = 2048
 LIST_MEMORIES = 1000
 PAGE = 200
@@ -83,128 +73,14 @@ bare_app = Starlette(
 
 def serve_bare(port: int, workers: int) -> None:
     """Serve ``bare_app`` with the uvicorn arguments of ``memfs.serve.run``."""
-    import uvicorn
-
-    uvicorn.run(
-        "bench_http:bare_app",
-        host="127.0.0.1",
-        port=port,
-        workers=workers if workers > 1 else None,
-        log_level="info",
-        timeout_graceful_shutdown=30,
-    )
-
-
-# ---- servers -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Server:
-    """A server process group started here, stopped by its pid (SIGTERM, then SIGKILL)."""
-
-    def __init__(self, argv: list[str], port: int, log: Path, ready_path: str) -> None:
-        self.port = port
-        self.ready_path = ready_path
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
-        env["MEMFS_ADMIN_KEY"] = ADMIN_KEY
-        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        self._wait_ready(log)
-
-    def _wait_ready(self, log: Path) -> None:
-        request = (
-            f"GET {self.ready_path} HTTP/1.1\r\nHost: 127.0.0.1\r\nMemfs-Protocol: 1\r\n"
-            f"Authorization: Bearer {ADMIN_KEY}\r\nConnection: close\r\n\r\n"
-        ).encode()
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                break
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as sock:
-                    sock.sendall(request)
-                    if sock.recv(64).startswith(b"HTTP/1.1 200"):
-                        return
-            except OSError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"server did not start: {log.read_text(errors='replace')[-2000:]}")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU of every live process of the server's group (Linux /proc)."""
-        total = 0
-        tick = os.sysconf("SC_CLK_TCK")
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == self.proc.pid:  # pgrp
-                total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / tick
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)  # the group this script created
-            self.proc.wait(timeout=30)
-        self._log.close()
+    benchkit.serve_bare("bench_http:bare_app", port, workers)
 
 
 @contextlib.contextmanager
 def servers(data: Path, workers: int, logs: Path) -> Iterator[tuple[Server, Server]]:
-    memfs_port, bare_port = free_port(), free_port()
-    memfs = Server(
-        [
-            sys.executable,
-            "-m",
-            "memfs.cli",
-            "serve",
-            "--data",
-            str(data),
-            "--port",
-            str(memfs_port),
-            "--workers",
-            str(workers),
-        ],
-        memfs_port,
-        logs / f"memfs-w{workers}.log",
-        "/v1/agents?limit=1",
-    )
+    memfs = benchkit.start_memfs(data, workers, logs)
     try:
-        bare = Server(
-            [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--serve-bare",
-                str(bare_port),
-                "--workers",
-                str(workers),
-            ],
-            bare_port,
-            logs / f"bare-w{workers}.log",
-            "/bare",
-        )
+        bare = benchkit.start_bare(__file__, workers, logs, "/bare")
         try:
             yield memfs, bare
         finally:
@@ -216,44 +92,12 @@ def servers(data: Path, workers: int, logs: Path) -> Iterator[tuple[Server, Serv
 # ---- load generators ---------------------------------------------------------------------
 
 
-@dataclass
-class Load:
-    requests: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
-    statuses: dict[str, int]
-    generator_cpu: float  # CPU seconds / wall seconds of the generator (1.0 = one core)
-    server_cpu: float  # the same for every process of the server
-
-    @property
-    def rate(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
-
-    @property
-    def cpu_ms(self) -> float:
-        """Server CPU per request (ms): the cost measure a busy machine disturbs least."""
-        return self.server_cpu * self.seconds / self.requests * 1000 if self.requests else 0.0
-
-
-def _headers() -> dict[str, str]:
-    return {"Memfs-Protocol": "1", "Authorization": f"Bearer {ADMIN_KEY}"}
-
-
 _WRK_LUA = """
-local threads = {}
 local counter = 0
-statuses = {}  -- global: done() reads it with thread:get
 local method = "%(method)s"
 local prefix = "%(prefix)s"
 local filler = string.rep("memfs benchmark body line\\n", %(fill)d)
 %(headers)s
-
-function setup(thread)
-  table.insert(threads, thread)
-  thread:set("tid", #threads)
-end
 
 function request()
   if method == "GET" then
@@ -266,30 +110,6 @@ function request()
 end
 
 %(response)s
-
-function done(summary, latency, requests)
-  local codes = {}
-  for _, thread in ipairs(threads) do
-    local s = thread:get("statuses")
-    if s then
-      for code, n in pairs(s) do codes[code] = (codes[code] or 0) + n end
-    end
-  end
-  local parts = {}
-  for code, n in pairs(codes) do table.insert(parts, string.format('"%%s": %%d', code, n)) end
-  local e = summary.errors
-  io.write(string.format(
-    'WRKJSON {"requests": %%d, "duration_us": %%d, "p50_us": %%d, "p99_us": %%d, ' ..
-    '"errors": %%d, "statuses": {%%s}}\\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout, table.concat(parts, ", ")))
-end
-"""
-
-_WRK_COUNT_STATUSES = """
-function response(status, headers, body)
-  statuses[status] = (statuses[status] or 0) + 1
-end
 """
 
 
@@ -304,7 +124,7 @@ def run_wrk(
     server: Server,
     workdir: Path,
 ) -> Load:
-    headers = dict(_headers())
+    headers = benchkit.admin_headers()
     if method == "PUT":
         headers["Content-Type"] = "text/markdown"
     script = _WRK_LUA % {
@@ -315,81 +135,26 @@ def run_wrk(
         "headers": "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()),
         # Counting statuses costs wrk a Lua call per response: only for PUT, whose
         # 201s prove each request was a real commit (a repeated body would be a no-op).
-        "response": _WRK_COUNT_STATUSES if method == "PUT" else "",
+        "response": benchkit.WRK_COUNT_STATUSES if method == "PUT" else "",
     }
-    lua = workdir / f"wrk-{method.lower()}.lua"
-    lua.write_text(script)
-    whole = max(1, round(seconds))  # wrk takes whole seconds
-    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{whole}s", "--timeout", "30s"]
-    argv += ["-s", str(lua), url]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu0 = server.cpu_seconds()
-    wall0 = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
-    wall = time.monotonic() - wall0
-    server_cpu = server.cpu_seconds() - cpu0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout}\n{done.stderr}")
-    doc = json.loads(line.removeprefix("WRKJSON "))
-    gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    duration = doc["duration_us"] / 1e6
-    return Load(
-        requests=doc["requests"],
-        seconds=duration,
-        p50_ms=doc["p50_us"] / 1000,
-        p99_ms=doc["p99_us"] / 1000,
-        errors=doc["errors"],
-        statuses={str(k): v for k, v in doc["statuses"].items()},
-        generator_cpu=gen_cpu / wall,
-        server_cpu=server_cpu / duration,
+    return benchkit.run_wrk(
+        server,
+        url,
+        script,
+        workdir / f"wrk-{method.lower()}.lua",
+        connections=connections,
+        threads=threads,
+        duration=f"{max(1, round(seconds))}s",  # wrk takes whole seconds
+        timeout="30s",
+        seconds=seconds,
     )
 
 
-async def _asyncio_connection(
-    port: int,
-    make_request: Callable[[int, int], bytes],
-    cid: int,
-    deadline: float,
-    latencies: list[float],
-    statuses: dict[str, int],
-) -> int:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    errors = 0
-    n = 0
-    try:
-        while time.perf_counter() < deadline:
-            request = make_request(cid, n)
-            n += 1
-            start = time.perf_counter()
-            writer.write(request)
-            await writer.drain()
-            head = await reader.readuntil(b"\r\n\r\n")
-            status = head[9:12].decode()
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            if length:
-                await reader.readexactly(length)
-            latencies.append(time.perf_counter() - start)
-            statuses[status] = statuses.get(status, 0) + 1
-            if not status.startswith("2"):
-                errors += 1
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-    return errors
-
-
 def run_asyncio(
-    port: int, method: str, path: str, *, connections: int, seconds: float, server: Server
+    method: str, path: str, *, connections: int, seconds: float, server: Server
 ) -> Load:
     """A keep-alive HTTP/1.1 load loop on raw asyncio streams (no HTTP client library)."""
-    common = "".join(f"{k}: {v}\r\n" for k, v in _headers().items())
+    common = "".join(f"{k}: {v}\r\n" for k, v in benchkit.admin_headers().items())
     filler = ("memfs benchmark body line\n" * (BODY_2K // 26 + 2)).encode()
 
     def make_request(cid: int, n: int) -> bytes:
@@ -401,41 +166,12 @@ def run_asyncio(
             f"Content-Type: text/markdown\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode() + body
 
-    latencies: list[float] = []
-    statuses: dict[str, int] = {}
+    def source(cid: int) -> Callable[[], bytes]:
+        counter = itertools.count()
+        return lambda: make_request(cid, next(counter))
 
-    async def main() -> int:
-        deadline = time.perf_counter() + seconds
-        counts = await asyncio.gather(
-            *(
-                _asyncio_connection(port, make_request, c, deadline, latencies, statuses)
-                for c in range(connections)
-            )
-        )
-        return sum(counts)
-
-    cpu0, server0, wall0 = time.process_time(), server.cpu_seconds(), time.perf_counter()
-    errors = asyncio.run(main())
-    wall = time.perf_counter() - wall0
-    gen_cpu, server_cpu = time.process_time() - cpu0, server.cpu_seconds() - server0
-    latencies.sort()
-    return Load(
-        requests=len(latencies),
-        seconds=wall,
-        p50_ms=_percentile(latencies, 50) * 1000,
-        p99_ms=_percentile(latencies, 99) * 1000,
-        errors=errors,
-        statuses=statuses,
-        generator_cpu=gen_cpu / wall,
-        server_cpu=server_cpu / wall,
-    )
-
-
-def _percentile(ordered: list[float], pct: float) -> float:
-    if not ordered:
-        return 0.0
-    rank = max(0, min(len(ordered) - 1, round(pct / 100 * len(ordered) + 0.5) - 1))
-    return ordered[rank]
+    sources = [source(c) for c in range(connections)]
+    return benchkit.run_asyncio(server, sources, seconds, benchkit.nearest_rank)
 
 
 # ---- the store's own commit rate ---------------------------------------------------------------
@@ -460,7 +196,7 @@ def store_commit_rate(folder: Path, seconds: float, limit: int = 20_000) -> tupl
             times.append(time.perf_counter() - start)
         wall = time.perf_counter() - began
         times.sort()
-        return len(times) / wall, _percentile(times, 50) * 1000
+        return len(times) / wall, benchkit.nearest_rank(times, 50) * 1000
     finally:
         store.close()
 
@@ -514,22 +250,19 @@ def parse_args() -> Args | None:
     parser.add_argument("--workers", default="1,2", help="comma-separated (default 1,2)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="per measurement (default 1)")
-    parser.add_argument("--connections", type=int, default=16, help="keep-alive (default 16)")
-    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
-    parser.add_argument("--generator", choices=("auto", "wrk", "asyncio"), default="auto")
-    parser.add_argument("--quick", action="store_true", help="workers 1, 2 s per measurement")
-    parser.add_argument("--dir", type=Path, help="parent folder for the data (default: ./data)")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs")
-    parser.add_argument("--json", dest="json_out", type=Path, help="also write results here")
-    parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    benchkit.add_load_options(parser)
+    benchkit.add_run_options(
+        parser,
+        quick_help="workers 1, 2 s per measurement",
+        dir_help="parent folder for the data (default: ./data)",
+    )
     ns = parser.parse_args()
     if ns.serve_bare is not None:
         serve_bare(ns.serve_bare, int(ns.workers))
         return None
     if ns.quick:
         ns.workers, ns.seconds, ns.rounds = "1", 2.0, 1
-    workers = [int(w) for w in str(ns.workers).split(",") if w.strip()]
+    workers = benchkit.worker_counts(str(ns.workers))
     if not workers or min(workers) < 1 or not 0 < ns.seconds <= 60 or not 1 <= ns.rounds <= 10:
         parser.error("--workers takes positive integers, --seconds (0, 60], --rounds 1-10")
     return Args(
@@ -546,64 +279,33 @@ def parse_args() -> Args | None:
     )
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    load = os.getloadavg()
-    return (
-        f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), "
-        f"Python {platform.python_version()}, load average {load[0]:.2f}"
-    )
-
-
 def main() -> int:
     args = parse_args()
     if args is None:
         return 0
-    wrk = shutil.which("wrk")
-    generator = args.generator
-    if generator == "auto":
-        generator = "wrk" if wrk else "asyncio"
-    if generator == "wrk" and not wrk:
-        print("wrk is not installed: apt-get update && apt-get install -y wrk", file=sys.stderr)
+    generator = benchkit.pick_generator(args.generator, say_missing=True)
+    if generator is None:
         return 2
-    if generator == "asyncio":
-        if not wrk:
-            print("wrk not found (Debian: apt-get update && apt-get install -y wrk); using the")
-        print("raw-asyncio generator: its CPU use is printed; near 1.0 means it was the limit")
-    loops = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m)]
-    print(f"machine: {machine()}")
-    print(f"uvicorn extras installed (auto-selected by both servers): {', '.join(loops) or 'none'}")
+    print(f"machine: {benchkit.machine()}")
+    print(f"uvicorn extras installed (auto-selected by both servers): {benchkit.uvicorn_extras()}")
     print(
-        f"generator: {generator}, {args.connections} connections"
-        + (f", {args.threads} thread(s)" if generator == "wrk" else "")
-        + f", {args.seconds:g} s per measurement after {args.warmup:g} s warm-up"
+        benchkit.generator_line(
+            generator, args.connections, args.threads, args.seconds, args.warmup
+        )
     )
-    parent = args.dir or REPO / "data"
-    parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="bench-http-", dir=parent))
     results: dict[str, object] = {
-        "machine": machine(),
+        "machine": benchkit.machine(),
         "generator": generator,
         "rounds": args.rounds,
         "runs": [],
     }
     runs: list[dict[str, object]] = []
-    try:
+    with benchkit.temp_root(args.dir or benchkit.REPO / "data", "bench-http-", args.keep) as root:
         get_path, list_path = prepare(root / "data")
         for workers in args.workers:
             print(f"\n== --workers {workers}")
             runs.append(measure(args, generator, root, workers, get_path, list_path))
         print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
-    finally:
-        if args.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
     results["runs"] = runs
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=2) + "\n")
@@ -667,7 +369,6 @@ def measure(
                         )
                     else:
                         load = run_asyncio(
-                            server.port,
                             method,
                             url_path,
                             connections=args.connections,

@@ -27,16 +27,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
-import platform
 import shutil
-import sqlite3
-import statistics
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import benchkit
+from benchkit import Report, ms, say
 
 from memfs import inspect as inspect_mod
 from memfs.commits import parse_ts
@@ -44,7 +42,6 @@ from memfs.store import Put, Store
 from memfs.tokens import Signer
 from memfs.worktree import WorkTree
 
-REPO = Path(__file__).resolve().parent.parent
 AGENTS = {"small": "bench/small", "big": "bench/big"}
 ACTOR = "bench"
 VERSIONS_PER_PATH = 10
@@ -53,72 +50,10 @@ PAGES = {"chunks": 50, "nodes": 100, "log": 50}
 WALK_PAGE = 200
 
 
-@dataclass
-class Line:
-    name: str
-    value: str
-    target: str = ""
-    ok: bool | None = None
-
-
-class Report:
-    def __init__(self) -> None:
-        self.lines: list[Line] = []
-
-    def add(self, name: str, value: str, target: str = "", ok: bool | None = None) -> None:
-        self.lines.append(Line(name, value, target, ok))
-        verdict = "" if ok is None else ("PASS" if ok else "MISS")
-        tail = f"  target {target}  {verdict}" if target else ""
-        print(f"  {name}: {value}{tail}", flush=True)
-
-    def table(self) -> str:
-        rows = ["| measurement | result | target | verdict |", "|---|---|---|---|"]
-        for line in self.lines:
-            verdict = "" if line.ok is None else ("PASS" if line.ok else "MISS")
-            rows.append(f"| {line.name} | {line.value} | {line.target} | {verdict} |")
-        return "\n".join(rows)
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.2f} ms"
-
-
 def machine_facts(folder: Path) -> list[tuple[str, str]]:
-    cpu = "?"
-    mem = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
-    mount = "?"
-    try:
-        real, best = str(folder.resolve()), -1
-        for entry in Path("/proc/mounts").read_text().splitlines():
-            parts = entry.split()
-            inside = len(parts) >= 3 and (real + "/").startswith(parts[1].rstrip("/") + "/")
-            if inside and len(parts[1]) > best:
-                best, mount = len(parts[1]), f"{parts[2]} at {parts[1]}"
-    except OSError:
-        pass
-    return [
-        ("date", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
-        ("cpus", f"{os.cpu_count()} x {cpu}"),
-        ("memory", mem),
-        ("os", platform.platform()),
-        ("python", f"{platform.python_implementation()} {platform.python_version()}"),
-        ("sqlite", sqlite3.sqlite_version),
-        ("bench dir", f"{folder} ({mount})"),
-    ]
+    found = benchkit.mount_of(folder)
+    mount = f"{found.kind} at {found.point}" if found else "?"
+    return [*benchkit.machine_facts(), ("bench dir", f"{folder} ({mount})")]
 
 
 # ---- building the history ----------------------------------------------------------
@@ -280,7 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big", type=int, help="versions of the big store (1M; quick 100k)")
     parser.add_argument("--batch", type=int, default=50, help="Puts per commit (default 50)")
     parser.add_argument("--repeat", type=int, help="timed calls per page (default 30; quick 20)")
-    parser.add_argument("--dir", type=Path, default=REPO / "data", help="parent of the temp dir")
+    parser.add_argument(
+        "--dir", type=Path, default=benchkit.REPO / "data", help="parent of the temp dir"
+    )
     parser.add_argument("--keep", action="store_true", help="leave the temp data in place")
     args = parser.parse_args(argv)
     small = args.small or 10_000
@@ -317,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
             pin = parse_ts(call(store, signer, agent, "log", 1, None, None)["readTimestamp"])
             latency[size] = page_latency(store, signer, agent, pin, repeat)
             for (listing, where), samples in latency[size].items():
-                say(f"    {listing:<6} page at {where:<6}: p50 {ms(statistics.median(samples))}")
+                say(f"    {listing:<6} page at {where:<6}: p50 {ms(benchkit.median(samples), 2)}")
             if args.quick and size == big:
                 continue  # a whole walk of the big store takes minutes; full mode does it
             chunks, walked = walk(store, signer, agent, pin)
@@ -335,11 +272,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         for listing, limit in PAGES.items():
             for where in ("start", "middle", "end"):
-                a = statistics.median(latency[small][(listing, where)])
-                b = statistics.median(latency[big][(listing, where)])
+                a = benchkit.median(latency[small][(listing, where)])
+                b = benchkit.median(latency[big][(listing, where)])
                 report.add(
                     f"{listing} page of {limit} at {where}, {big:,} / {small:,}",
-                    f"{ms(b)} / {ms(a)} = {b / a:.2f}x",
+                    f"{ms(b, 2)} / {ms(a, 2)} = {b / a:.2f}x",
                     "<= 1.5x",
                     b / a <= 1.5,
                 )

@@ -27,75 +27,33 @@ import argparse
 import functools
 import gc
 import os
-import platform
 import random
 import resource
 import secrets
 import shutil
-import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+import benchkit
+from benchkit import Report, ms, say
+from benchkit import median as p50
+from benchkit import quantile as pct
 
 from memfs import maintenance
 from memfs.index import FolderEntry
 from memfs.store import Put, Store
 
-REPO = Path(__file__).resolve().parent.parent
 ACTOR = "bench"
 PER_TOPIC = 100  # memories per second-level folder
 PAGE = 200
 
 
 # ---- reporting ---------------------------------------------------------------------
-
-
-@dataclass
-class Result:
-    name: str
-    value: str
-    target: str
-    ok: bool | None  # None: informational, no target
-
-
-@dataclass
-class Report:
-    results: list[Result] = field(default_factory=list)
-
-    def add(self, name: str, value: str, target: str = "", ok: bool | None = None) -> None:
-        self.results.append(Result(name, value, target, ok))
-        verdict = "" if ok is None else ("PASS" if ok else "MISS")
-        tail = f"  target {target}  {verdict}" if target else ""
-        print(f"  {name}: {value}{tail}", flush=True)
-
-    def table(self) -> str:
-        rows = ["| measurement | result | target | verdict |", "|---|---|---|---|"]
-        for r in self.results:
-            verdict = "" if r.ok is None else ("PASS" if r.ok else "MISS")
-            rows.append(f"| {r.name} | {r.value} | {r.target} | {verdict} |")
-        return "\n".join(rows)
-
-
-def say(text: str) -> None:
-    print(text, flush=True)
-
-
-def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3f} ms"
-
-
-def p50(samples: list[float]) -> float:
-    return statistics.median(samples)
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def rss_mib() -> float:
@@ -116,56 +74,11 @@ def peak_rss_mib() -> float:
 # ---- machine facts -----------------------------------------------------------------
 
 
-def fs_type(path: Path) -> str:
-    """``stat -f -c %T`` of ``path`` and the type /proc/mounts gives its mount."""
-    try:
-        statfs = subprocess.run(
-            ["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        statfs = "?"
-    mount, kind, options = "?", "?", ""
-    best = -1
-    try:
-        real = str(path.resolve())
-        for line in Path("/proc/mounts").read_text().splitlines():
-            parts = line.split()
-            if len(parts) < 4:
-                continue
-            point = parts[1]
-            inside = real == point or real.startswith(point.rstrip("/") + "/")
-            if inside and len(point) > best:
-                best, mount, kind, options = len(point), point, parts[2], parts[3]
-    except OSError:
-        pass
-    return f"{kind} (statfs: {statfs}) mounted at {mount} [{options}]"
-
-
 def machine_facts(bench_dir: Path) -> list[tuple[str, str]]:
-    cpu = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = "?"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-    except OSError:
-        pass
     return [
-        ("date", time.strftime("%Y-%m-%d %H:%M:%S %Z")),
-        ("cpus", f"{os.cpu_count()} x {cpu}"),
-        ("memory", mem),
-        ("os", platform.platform()),
-        ("python", f"{platform.python_implementation()} {platform.python_version()}"),
-        ("sqlite", sqlite3.sqlite_version),
+        *benchkit.machine_facts(),
         ("bench dir", str(bench_dir)),
-        ("filesystem", fs_type(bench_dir)),
+        ("filesystem", benchkit.fs_type(bench_dir)),
     ]
 
 
@@ -580,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dir",
         type=Path,
-        default=REPO / "data",
+        default=benchkit.REPO / "data",
         help="parent of the temp bench folder (default: the repo's data/)",
     )
     parser.add_argument("--keep", action="store_true", help="leave the temp data in place")

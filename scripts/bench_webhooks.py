@@ -39,19 +39,10 @@ asserts: a MISS is a finding to explain in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
+import dataclasses
 import datetime as dt
-import importlib.util
 import json
 import os
-import platform
-import resource
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -59,6 +50,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import benchkit
+from benchkit import Load, Server, admin_headers, call
 from standardwebhooks import Webhook
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -67,7 +60,6 @@ from starlette.routing import Route
 
 AGENT = "bench/hooks"
 TRIGGER = "bench"
-ADMIN_KEY = "bench-admin-key-0123456789abcdef"
 SECRET = "whsec_" + "YmVuY2gtd2ViaG9va3Mtc2VjcmV0LWtleS0wMTIzNDU2Nzg5"
 DELIVER_PATH = f"/v1/agents/{quote(AGENT, safe='')}/triggers/{TRIGGER}:deliver"
 MAX_SECONDS = 60.0
@@ -109,126 +101,15 @@ bare_app = Starlette(
 
 def serve_bare(port: int, workers: int) -> None:
     """Serve ``bare_app`` with the uvicorn arguments of ``memfs.serve.run``."""
-    import uvicorn
-
-    uvicorn.run(
-        "bench_webhooks:bare_app",
-        host="127.0.0.1",
-        port=port,
-        workers=workers if workers > 1 else None,
-        log_level="info",
-        timeout_graceful_shutdown=30,
-    )
-
-
-# ---- servers -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def call(
-    port: int, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
-) -> tuple[int, bytes]:
-    """One request on a fresh connection (set-up and checks only, never measured)."""
-    import http.client
-
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def admin_headers() -> dict[str, str]:
-    return {"Memfs-Protocol": "1", "Authorization": f"Bearer {ADMIN_KEY}"}
-
-
-class Server:
-    """A server process group started here, stopped by its pid (SIGTERM, then SIGKILL)."""
-
-    def __init__(self, argv: list[str], port: int, log: Path, ready_path: str) -> None:
-        self.port = port
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
-        env["MEMFS_ADMIN_KEY"] = ADMIN_KEY
-        self._log = open(log, "ab")  # noqa: SIM115 - closed in stop()
-        self.log_path = log
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                if call(port, "GET", ready_path, headers=admin_headers())[0] == 200:
-                    return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"server did not start: {log.read_text(errors='replace')[-2000:]}")
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU of every live process of the server's group (Linux /proc)."""
-        total = 0
-        tick = os.sysconf("SC_CLK_TCK")
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == self.proc.pid:  # pgrp: the session this script created
-                total += int(fields[11]) + int(fields[12])  # utime, stime
-        return total / tick
-
-    def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)  # the group this script created
-            self.proc.wait(timeout=30)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # a worker the master failed to stop
-        self._log.close()
+    benchkit.serve_bare("bench_webhooks:bare_app", port, workers)
 
 
 def start_memfs(data: Path, workers: int, logs: Path) -> Server:
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "memfs.cli",
-        "serve",
-        "--data",
-        str(data),
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-        "--retry-base-ms",
-        "100",
-    ]
-    return Server(argv, port, logs / f"memfs-w{workers}.log", "/v1/agents?limit=1")
+    return benchkit.start_memfs(data, workers, logs, "--retry-base-ms", "100")
 
 
 def start_bare(workers: int, logs: Path) -> Server:
-    port = free_port()
-    argv = [sys.executable, str(Path(__file__).resolve()), "--serve-bare", str(port)]
-    argv += ["--workers", str(workers)]
-    return Server(argv, port, logs / f"bare-w{workers}.log", "/ready")
+    return benchkit.start_bare(__file__, workers, logs, "/ready")
 
 
 # ---- requests ----------------------------------------------------------------------------
@@ -254,36 +135,11 @@ def pool(prefix: str, count: int) -> list[bytes]:
 # ---- load generators ---------------------------------------------------------------------
 
 
-@dataclass
-class Load:
-    requests: int
-    seconds: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
-    statuses: dict[str, int]
-    wrapped: int  # times a connection or thread ran out of pre-signed requests
-    generator_cpu: float  # CPU seconds / wall seconds of the generator (1.0 = one core)
-    server_cpu: float  # the same for every process of the server
-
-    @property
-    def rate(self) -> float:
-        return self.requests / self.seconds if self.seconds else 0.0
-
-
 _WRK_LUA = """
 local file = "%(file)s"
 local nthreads = %(threads)d
-local threads = {}
 local reqs = {}
 local idx = 0
-wraps = 0
-statuses = {}
-
-function setup(thread)
-  table.insert(threads, thread)
-  thread:set("tid", #threads)
-end
 
 function init(args)
   local f = assert(io.open(file, "rb"))
@@ -307,29 +163,6 @@ function request()
   end
   return reqs[idx]
 end
-
-function response(status, headers, body)
-  statuses[status] = (statuses[status] or 0) + 1
-end
-
-function done(summary, latency, requests)
-  local codes, wrapped = {}, 0
-  for _, thread in ipairs(threads) do
-    wrapped = wrapped + (thread:get("wraps") or 0)
-    local s = thread:get("statuses")
-    if s then
-      for code, n in pairs(s) do codes[code] = (codes[code] or 0) + n end
-    end
-  end
-  local parts = {}
-  for code, n in pairs(codes) do table.insert(parts, string.format('"%%s": %%d', code, n)) end
-  local e = summary.errors
-  io.write(string.format(
-    'WRKJSON {"requests": %%d, "duration_us": %%d, "p50_us": %%d, "p99_us": %%d, ' ..
-    '"errors": %%d, "wrapped": %%d, "statuses": {%%s}}\\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
-    e.connect + e.read + e.write + e.status + e.timeout, wrapped, table.concat(parts, ", ")))
-end
 """
 
 
@@ -344,111 +177,44 @@ def run_wrk(
 ) -> Load:
     data = workdir / f"requests-{time.monotonic_ns()}.bin"
     data.write_bytes(b"".join(r + b"\0" for r in requests))
-    lua = workdir / "replay.lua"
-    lua.write_text(_WRK_LUA % {"file": str(data), "threads": threads})
-    url = f"http://127.0.0.1:{server.port}/"
-    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "10s"]
-    argv += ["-s", str(lua), url]  # the timeout: a slow 202 is an answer, not an error
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu0 = server.cpu_seconds()
-    wall0 = time.monotonic()
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60, check=False)
-    wall = time.monotonic() - wall0
-    server_cpu = server.cpu_seconds() - cpu0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    data.unlink()
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stdout}\n{done.stderr}")
-    doc = json.loads(line.removeprefix("WRKJSON "))
-    gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    duration = doc["duration_us"] / 1e6
-    return Load(
-        requests=doc["requests"],
-        seconds=duration,
-        p50_ms=doc["p50_us"] / 1000,
-        p99_ms=doc["p99_us"] / 1000,
-        errors=doc["errors"],
-        statuses={str(k): v for k, v in doc["statuses"].items()},
-        wrapped=doc["wrapped"],
-        generator_cpu=gen_cpu / wall,
-        server_cpu=server_cpu / duration,
-    )
-
-
-async def _replay(
-    port: int,
-    requests: list[bytes],
-    deadline: float,
-    latencies: list[float],
-    statuses: dict[str, int],
-) -> int:
-    """Send ``requests`` in turn on one keep-alive connection until ``deadline``."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    wraps = 0
-    n = 0
     try:
-        while time.perf_counter() < deadline:
-            if n == len(requests):
-                n, wraps = 0, wraps + 1
-            start = time.perf_counter()
-            writer.write(requests[n])
-            n += 1
-            await writer.drain()
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            if length:
-                await reader.readexactly(length)
-            latencies.append(time.perf_counter() - start)
-            status = head[9:12].decode()
-            statuses[status] = statuses.get(status, 0) + 1
+        return benchkit.run_wrk(
+            server,
+            f"http://127.0.0.1:{server.port}/",
+            _WRK_LUA % {"file": str(data), "threads": threads} + benchkit.WRK_COUNT_STATUSES,
+            workdir / "replay.lua",
+            connections=connections,
+            threads=threads,
+            duration=f"{seconds:g}s",
+            timeout="10s",  # a slow 202 is an answer, not an error
+            seconds=seconds,
+        )
     finally:
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-    return wraps
+        data.unlink()
+
+
+class _Replay:
+    """The requests of one connection in turn, from the first again when they run out."""
+
+    def __init__(self, requests: list[bytes]) -> None:
+        self.requests = requests
+        self.n = 0
+        self.wraps = 0
+
+    def __call__(self) -> bytes:
+        if self.n == len(self.requests):
+            self.n, self.wraps = 0, self.wraps + 1
+        self.n += 1
+        return self.requests[self.n - 1]
 
 
 def run_asyncio(server: Server, requests: list[bytes], *, connections: int, seconds: float) -> Load:
     """A raw-asyncio keep-alive replay of the pre-signed requests (no HTTP library)."""
-    latencies: list[float] = []
-    statuses: dict[str, int] = {}
-    shares = [requests[i::connections] or requests for i in range(connections)]
-
-    async def main() -> list[int]:
-        deadline = time.perf_counter() + seconds
-        return await asyncio.gather(
-            *(_replay(server.port, s, deadline, latencies, statuses) for s in shares)
-        )
-
-    before = resource.getrusage(resource.RUSAGE_SELF)
-    cpu0 = server.cpu_seconds()
-    wall0 = time.monotonic()
-    wraps = asyncio.run(main())
-    wall = time.monotonic() - wall0
-    server_cpu = server.cpu_seconds() - cpu0
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000
-
-    gen_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return Load(
-        requests=len(latencies),
-        seconds=wall,
-        p50_ms=pct(0.5) if latencies else 0.0,
-        p99_ms=pct(0.99) if latencies else 0.0,
-        errors=sum(n for s, n in statuses.items() if not s.startswith("2")),
-        statuses=statuses,
-        wrapped=sum(wraps),
-        generator_cpu=gen_cpu / wall,
-        server_cpu=server_cpu / wall,
+    shares = [_Replay(requests[i::connections] or requests) for i in range(connections)]
+    load = benchkit.run_asyncio(
+        server, shares, seconds, lambda ordered, p: benchkit.quantile(ordered, p / 100)
     )
+    return dataclasses.replace(load, wrapped=sum(s.wraps for s in shares))
 
 
 # ---- the measurement ---------------------------------------------------------------------
@@ -629,28 +395,25 @@ def parse_args() -> Args | None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
     parser.add_argument("--workers", default="1,2", help="comma-separated (default 1,2)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="per measurement (default 1)")
-    parser.add_argument("--connections", type=int, default=16, help="keep-alive (default 16)")
-    parser.add_argument("--threads", type=int, default=1, help="wrk threads (default 1)")
+    benchkit.add_load_options(parser)
     parser.add_argument(
         "--pool", type=int, default=20_000, help="pre-signed unique deliveries (default 20000)"
     )
     parser.add_argument(
         "--drain", type=float, default=60.0, help="max s to wait for queued runs (default 60)"
     )
-    parser.add_argument("--generator", choices=("auto", "wrk", "asyncio"), default="auto")
-    parser.add_argument("--quick", action="store_true", help="workers 2, 2 s per measurement")
-    parser.add_argument("--dir", type=Path, help="parent folder for data and logs (default: tmp)")
-    parser.add_argument("--keep", action="store_true", help="keep the data and logs")
-    parser.add_argument("--json", dest="json_out", type=Path, help="also write results here")
-    parser.add_argument("--serve-bare", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    benchkit.add_run_options(
+        parser,
+        quick_help="workers 2, 2 s per measurement",
+        dir_help="parent folder for data and logs (default: tmp)",
+    )
     ns = parser.parse_args()
     if ns.serve_bare is not None:
         serve_bare(ns.serve_bare, int(ns.workers))
         return None
     if ns.quick:
         ns.workers, ns.seconds = "2", 2.0
-    workers = [int(w) for w in str(ns.workers).split(",") if w.strip()]
+    workers = benchkit.worker_counts(str(ns.workers))
     if not workers or min(workers) < 1 or not 0 < ns.seconds <= MAX_SECONDS:
         parser.error(f"--workers takes positive integers; --seconds is in (0, {MAX_SECONDS:g}]")
     if not 1 <= ns.pool <= MAX_POOL or not 1 <= ns.connections <= 1000:
@@ -670,65 +433,35 @@ def parse_args() -> Args | None:
     )
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    load = os.getloadavg()
-    return (
-        f"{platform.system()} {platform.release()}, {os.cpu_count()} CPUs ({cpu}), "
-        f"Python {platform.python_version()}, load average {load[0]:.2f}"
-    )
-
-
-def filesystem(path: Path) -> str:
-    done = subprocess.run(
-        ["df", "-T", str(path)], capture_output=True, text=True, timeout=10, check=False
-    )
-    rows = done.stdout.splitlines()
-    return rows[-1].split()[1] if len(rows) > 1 else "unknown"
-
-
 def main() -> int:
     args = parse_args()
     if args is None:
         return 0
-    wrk = shutil.which("wrk")
-    generator = args.generator
-    if generator == "auto":
-        generator = "wrk" if wrk else "asyncio"
-    if generator == "wrk" and not wrk:
-        print("wrk is not installed: apt-get update && apt-get install -y wrk", file=sys.stderr)
+    generator = benchkit.pick_generator(args.generator)
+    if generator is None:
         return 2
-    if generator == "asyncio":
-        print("raw-asyncio generator: its CPU use is printed; near 1.0 means it was the limit")
     parent = args.dir or Path(tempfile.gettempdir())
-    parent.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="bench-webhooks-", dir=parent))
-    loops = [m for m in ("uvloop", "httptools") if importlib.util.find_spec(m)]
-    print(f"machine: {machine()}")
-    print(f"data on: {filesystem(root)} ({root})")
-    print(f"uvicorn extras installed (auto-selected by both servers): {', '.join(loops) or 'none'}")
-    print(
-        f"generator: {generator}, {args.connections} connections"
-        + (f", {args.threads} thread(s)" if generator == "wrk" else "")
-        + f", {args.seconds:g} s per measurement after {args.warmup:g} s warm-up,"
-        f" {args.pool} pre-signed unique deliveries"
-    )
-    results: dict[str, Any] = {"machine": machine(), "generator": generator, "runs": []}
-    try:
+    with benchkit.temp_root(parent, "bench-webhooks-", args.keep) as root:
+        print(f"machine: {benchkit.machine()}")
+        print(f"data on: {benchkit.df_type(root)} ({root})")
+        print(
+            f"uvicorn extras installed (auto-selected by both servers): {benchkit.uvicorn_extras()}"
+        )
+        print(
+            benchkit.generator_line(
+                generator, args.connections, args.threads, args.seconds, args.warmup
+            )
+            + f", {args.pool} pre-signed unique deliveries"
+        )
+        results: dict[str, Any] = {
+            "machine": benchkit.machine(),
+            "generator": generator,
+            "runs": [],
+        }
         for workers in args.workers:
             print(f"\n== --workers {workers}")
             results["runs"].append(measure(args, generator, root, workers))
         print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
-    finally:
-        if args.keep:
-            print(f"kept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=2) + "\n")
     return 0
