@@ -587,7 +587,10 @@ def cmd_deliver(args: argparse.Namespace, store: Store) -> int:
     try:
         response = httpx.post(url, content=body, headers=headers, timeout=30)
     except httpx.HTTPError as exc:
-        raise MemfsError(f"could not reach {args.url}: {exc}; is 'memfs serve' running?") from None
+        raise MemfsError(
+            f"could not reach {args.url} ({exc}); start the server with 'memfs serve' "
+            "or point --url at a running one"
+        ) from None
     try:
         doc = response.json()
     except ValueError:
