@@ -17,7 +17,9 @@ Applying a commit is idempotent: a revision already present is skipped.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -161,6 +163,11 @@ class Index:
         self.path = path
         self._local = threading.local()
         self._writer = threading.RLock()
+        # Processes queue on an flock of this file: the kernel wakes the next waiter
+        # when it is released, where SQLite's busy handler sleeps and polls (unfair:
+        # a writer in a tight loop could starve the others for seconds).
+        self._queue_path = path.with_name(path.name + ".lock")
+        self._queue = -1
         self._migrate()
 
     def _connect(self) -> sqlite3.Connection:
@@ -180,6 +187,10 @@ class Index:
         if conn is not None:
             conn.close()
             self._local.conn = None
+        with self._writer:
+            if self._queue >= 0:
+                os.close(self._queue)
+                self._queue = -1
 
     def _migrate(self) -> None:
         with self.write() as conn:
@@ -212,13 +223,19 @@ class Index:
         # SQLite's busy handler makes waiting writers sleep and poll, which is unfair
         # (p99 of seconds under load); threads of one process queue on a lock instead.
         with self._writer:
-            conn.execute("BEGIN IMMEDIATE")
+            if self._queue < 0:
+                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o644)
+            fcntl.flock(self._queue, fcntl.LOCK_EX)
             try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            finally:
+                fcntl.flock(self._queue, fcntl.LOCK_UN)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

@@ -9,7 +9,7 @@ agents/<dir>/.memfs/runs/<runId>.e<n>.json         canonical: run events (runs.p
 agents/<dir>/.memfs/runs/<runId>.c<k>.json         canonical: attempt claims (runs.py)
 keys/<keyId>.json                       canonical: application keys, secret hashed (keys.py)
 agents/<dir>/memories/…                 derived: the working tree
-index.sqlite                            derived: the index
+index.sqlite (+ .lock)                  derived: the index (the .lock file queues writers)
 admin.key, token.key                    generated secrets, mode 0600
 work/<runId>/<attempt>/                 scratch folder of a running command attempt
 """
