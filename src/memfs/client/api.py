@@ -513,19 +513,20 @@ class Client:
         )
         return self._result(InspectPage, self._send("POST", url, json=dict(request)))
 
-    def _walk(
+    def iter_inspect(
         self,
-        section: str,
-        items: str,
-        token_field: str,
+        listing: str,
         *,
-        agent_id: str | None,
-        scope_id: str | None,
-        as_of: str | None,
-        limit: int | None,
-        limit_key: str = "limit",
-        token_key: str = "pageToken",
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        as_of: str | None = None,
+        limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
+        """Every item of one inspect listing (``chunks``, ``nodes``, ``edges``, ``log``),
+        page by page, all pinned at ``as_of`` (default: the first page's readTimestamp)."""
+        if listing not in _LISTINGS:
+            raise ValueError(f"listing must be one of {', '.join(_LISTINGS)}")
+        section, items, token_field, limit_key, token_key = _LISTINGS[listing]
         token: str | None = None
         while True:
             part: dict[str, Any] = {}
@@ -544,83 +545,30 @@ class Client:
             if not token:
                 return
 
-    def iter_chunks(
-        self,
-        *,
-        agent_id: str | None = None,
-        scope_id: str | None = None,
-        as_of: str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """Every chunk of every stored version, pinned at ``as_of`` (default: now)."""
-        return self._walk(
-            "vectors",
-            "chunks",
-            "next_chunk_token",
-            agent_id=agent_id,
-            scope_id=scope_id,
-            as_of=as_of,
-            limit=limit,
-        )
+    def iter_chunks(self, **where: Any) -> Iterator[dict[str, Any]]:
+        """``iter_inspect("chunks", ...)``: every chunk of every stored version."""
+        return self.iter_inspect("chunks", **where)
 
-    def iter_nodes(
-        self,
-        *,
-        agent_id: str | None = None,
-        scope_id: str | None = None,
-        as_of: str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        return self._walk(
-            "graph",
-            "nodes",
-            "next_node_token",
-            agent_id=agent_id,
-            scope_id=scope_id,
-            as_of=as_of,
-            limit=limit,
-            limit_key="nodeLimit",
-            token_key="nodePageToken",
-        )
+    def iter_nodes(self, **where: Any) -> Iterator[dict[str, Any]]:
+        """``iter_inspect("nodes", ...)``: every memory version as a graph node."""
+        return self.iter_inspect("nodes", **where)
 
-    def iter_edges(
-        self,
-        *,
-        agent_id: str | None = None,
-        scope_id: str | None = None,
-        as_of: str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        return self._walk(
-            "graph",
-            "edges",
-            "next_edge_token",
-            agent_id=agent_id,
-            scope_id=scope_id,
-            as_of=as_of,
-            limit=limit,
-            limit_key="edgeLimit",
-            token_key="edgePageToken",
-        )
+    def iter_edges(self, **where: Any) -> Iterator[dict[str, Any]]:
+        """``iter_inspect("edges", ...)``: every link between memories."""
+        return self.iter_inspect("edges", **where)
 
-    def iter_log(
-        self,
-        *,
-        agent_id: str | None = None,
-        scope_id: str | None = None,
-        as_of: str | None = None,
-        limit: int | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """Commit and run steps, oldest first, pinned at ``as_of`` (default: now)."""
-        return self._walk(
-            "log",
-            "steps",
-            "next_log_token",
-            agent_id=agent_id,
-            scope_id=scope_id,
-            as_of=as_of,
-            limit=limit,
-        )
+    def iter_log(self, **where: Any) -> Iterator[dict[str, Any]]:
+        """``iter_inspect("log", ...)``: commit and run steps, oldest first."""
+        return self.iter_inspect("log", **where)
+
+
+# listing → (request section, items key, next-token field, limit key, token key)
+_LISTINGS = {
+    "chunks": ("vectors", "chunks", "next_chunk_token", "limit", "pageToken"),
+    "nodes": ("graph", "nodes", "next_node_token", "nodeLimit", "nodePageToken"),
+    "edges": ("graph", "edges", "next_edge_token", "edgeLimit", "edgePageToken"),
+    "log": ("log", "steps", "next_log_token", "limit", "pageToken"),
+}
 
 
 def _auth_headers(
