@@ -239,3 +239,28 @@ def test_racing_agent_creation_has_one_winner(tmp_path: Path) -> None:
     finally:
         store.close()
     _fsck_ok(data)
+
+
+def test_processes_opening_a_new_data_folder_together_all_succeed(tmp_path: Path) -> None:
+    """The first opening switches the new index to WAL, which needs it exclusively;
+    processes that open it at the same moment wait instead of failing with "locked"."""
+    code = "import pathlib, sys; from memfs.store import Store; Store(pathlib.Path(sys.argv[1]))"
+    for round_ in range(8):
+        data = tmp_path / f"data{round_}"
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(data)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            for _ in range(4)
+        ]
+        results = [
+            (child.wait(timeout=120), child.stderr.read() if child.stderr else b"")
+            for child in children
+        ]
+        for child in children:
+            for stream in (child.stdout, child.stderr):
+                if stream:
+                    stream.close()
+        assert [code for code, _ in results] == [0] * 4, results

@@ -22,6 +22,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -174,11 +175,11 @@ class Index:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=60000")
+            _enable_wal(conn)
             # The index is derived: a commit lost to power failure is replayed from the
             # log, so the WAL need not be fsynced on every commit.
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=60000")
             self._local.conn = conn
         return conn
 
@@ -246,6 +247,21 @@ class Index:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    # Switching a new database to WAL needs it exclusively, and SQLite answers "locked"
+    # at once (no busy handler) while another process opens it too: retry briefly.
+    # Once set, WAL mode is stored in the file and this returns at once.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 # ---- writing -------------------------------------------------------------------
