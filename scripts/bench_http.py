@@ -13,6 +13,9 @@ rounds of which the best counts (a busy neighbour only ever slows a run down):
   bare        ``Starlette(routes=[Route("/bare", lambda r: JSONResponse({...}))])``
               (a sync endpoint, so Starlette runs it in its threadpool)
   bare-async  the same body from an ``async def`` endpoint (no threadpool hop)
+  bare-page   an ``async def`` endpoint answering ``JSONResponse`` of a list page's
+              worth of data (200 listing items, built once): no storage, no checks,
+              only the encoding of 200 items, the floor of any list page in Python
   GET         ``GET /v1/agents/{id}/memories/{path}`` of a 2 KiB memory (JSON)
   list        ``GET /v1/agents/{id}/memories?pathPrefix=big&limit=200``, 1k memories
   PUT         ``PUT`` of a new 2 KiB memory at a unique path (a durable commit each)
@@ -20,7 +23,8 @@ rounds of which the best counts (a busy neighbour only ever slows a run down):
 and, in-process on the same filesystem, the store's sequential durable commit rate
 (``Store.write`` of 2 KiB). Targets, as ratios so a noisy machine cancels out:
 GET and list >= 0.5x bare, PUT >= 0.5x the store's commit rate. Nothing asserts:
-a MISS is a finding to explain in docs/benchmarks.md.
+a MISS is a finding to explain in docs/benchmarks.md. ``list / bare-page`` (information)
+says how close the list route comes to just encoding a page of the same size.
 
 The bare app is served by ``uvicorn.run`` with exactly the arguments ``memfs serve``
 passes (see ``serve_bare``), so both get uvloop and httptools when installed, the same
@@ -54,6 +58,23 @@ BODY_2K = 2048
 LIST_MEMORIES = 1000
 PAGE = 200
 BARE_BODY = {"ok": True, "path": "/memories/bare.md", "version": 1}
+# What a list page of ``prepare``'s folder carries: 200 items with the same fields and
+# sizes (the bare-page route encodes it on every request, as JSONResponse does).
+BARE_PAGE = {
+    "memories": [
+        {
+            "path": f"/memories/big/m{i:04d}.md",
+            "bytes": 251,
+            "contentSha256": f"{i:064x}",
+            "description": f"memory {i}",
+            "version": 1,
+            "updatedAt": "2026-11-30T00:54:07.011002Z",
+        }
+        for i in range(PAGE)
+    ],
+    "folders": [],
+    "nextCursor": "x" * 150,
+}
 
 
 # ---- the bare app (imported by uvicorn as bench_http:bare_app) ------------------------------
@@ -63,10 +84,15 @@ async def _bare_async(request: Request) -> JSONResponse:
     return JSONResponse(BARE_BODY)
 
 
+async def _bare_page(request: Request) -> JSONResponse:
+    return JSONResponse(BARE_PAGE)
+
+
 bare_app = Starlette(
     routes=[
         Route("/bare", lambda r: JSONResponse(BARE_BODY)),
         Route("/bare-async", _bare_async),
+        Route("/bare-page", _bare_page),
     ]
 )
 
@@ -341,6 +367,7 @@ def measure(
             ("GET", memfs, "GET", get_path),
             ("list", memfs, "GET", list_path),
             ("bare-async", bare, "GET", "/bare-async"),
+            ("bare-page", bare, "GET", "/bare-page"),
             ("PUT", memfs, "PUT", f"/v1/agents/{agent}/memories/put/w{workers}"),
         ]
         for round_no in range(1, args.rounds + 1):
@@ -404,12 +431,16 @@ def measure(
     info = [
         ("GET / bare-async", best["GET"].rate / best["bare-async"].rate),
         ("list / bare-async", best["list"].rate / best["bare-async"].rate),
+        ("bare-page / bare", best["bare-page"].rate / bare_rate),
+        ("list / bare-page", best["list"].rate / best["bare-page"].rate),
         # Cost ratios: bare's CPU per request over the endpoint's. Equal to the rate ratio
         # when both are CPU-bound, and much steadier when neighbours take CPU.
         ("GET / bare, by CPU", best["bare"].cpu_ms / best["GET"].cpu_ms),
         ("list / bare, by CPU", best["bare"].cpu_ms / best["list"].cpu_ms),
         ("GET / bare-async, by CPU", best["bare-async"].cpu_ms / best["GET"].cpu_ms),
         ("list / bare-async, by CPU", best["bare-async"].cpu_ms / best["list"].cpu_ms),
+        ("bare-page / bare, by CPU", best["bare"].cpu_ms / best["bare-page"].cpu_ms),
+        ("list / bare-page, by CPU", best["bare-page"].cpu_ms / best["list"].cpu_ms),
     ]
     for label, ratio, goal in checks:
         verdict = "PASS" if ratio >= goal else "MISS"

@@ -14,8 +14,12 @@ Measured for each worker count, each after a warm-up, all in one run:
   duplicate   ``POST …/triggers/{t}:deliver`` of ONE webhook id, over and over: verify
               the signature, find the delivery record, answer 200 with its run
   unique      the same route with a fresh ``webhook-id`` per request: verify, create
-              the delivery record (create-if-absent, fsync'd) and the run's first
-              event, answer 202 — a durable run record per request
+              the delivery record (create-if-absent, fsync'd; it is also the run's
+              first event), index the run, answer 202 — a durable run per request
+  floor       the bare route plus the least the contract lets a unique delivery do:
+              one durable create-if-absent file per request (``put_if_absent`` of the
+              backend ``memfs serve`` builds, in the threadpool), nothing else. ``floor / bare`` bounds what ``unique / bare`` can reach on
+              this machine; ``--no-floor`` skips it
 
 The requests are built and signed (``standardwebhooks.Webhook.sign``, the sender's
 library) in Python before a measurement starts, and the *same bytes* are sent to the
@@ -30,7 +34,7 @@ with the request path and the generator. How many runs it executed during the wi
 is printed, then the backlog is drained (bounded by ``--drain``) and the drain rate
 printed: that is the run executor's own throughput with no deliveries arriving.
 
-Order per worker count: bare, duplicate, unique, (drain), bare again; the ratio uses
+Order per worker count: bare, floor, duplicate, unique, (drain), bare again; the ratios use
 the mean of the two bare measurements, since the load of a shared machine moves.
 Target, as a ratio so a noisy machine cancels out: unique >= 0.4x bare. Nothing
 asserts: a MISS is a finding to explain in docs/benchmarks.md.
@@ -41,8 +45,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -51,12 +57,17 @@ from typing import Any
 from urllib.parse import quote
 
 import benchkit
-from benchkit import Load, Server, admin_headers, call
+from benchkit import ADMIN_KEY, Load, Server, admin_headers, call
 from standardwebhooks import Webhook
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from memfs import config
+from memfs.backend import Backend
+from memfs.http.app import build
 
 AGENT = "bench/hooks"
 TRIGGER = "bench"
@@ -98,6 +109,34 @@ bare_app = Starlette(
     routes=[Route("/ready", _ready), Route("/{rest:path}", _bare, methods=["POST"])]
 )
 
+FLOOR_ENV = "BENCH_WEBHOOKS_FLOOR_DIR"
+
+
+_floor_backend: list[Backend] = []
+
+
+def _floor_write(name: str, body: bytes) -> bool:
+    if not _floor_backend:
+        # The backend exactly as ``memfs serve`` builds it for its data folder.
+        settings = config.load({"MEMFS_DATA": os.environ[FLOOR_ENV]}, {"admin_key": ADMIN_KEY})
+        _floor_backend.append(build(settings).services.store.backend)
+    return _floor_backend[0].put_if_absent(f"floor/{name}.json", body)
+
+
+async def _floor(request: Request) -> JSONResponse:
+    """The bare route plus the least a unique delivery must do: one durable new file."""
+    body = await request.body()
+    name = hashlib.sha256(request.headers.get("webhook-id", "").encode()).hexdigest()
+    created = await run_in_threadpool(_floor_write, name, body)
+    return JSONResponse(
+        {"id": "run_floor", "status": "queued"}, status_code=202 if created else 200
+    )
+
+
+floor_app = Starlette(
+    routes=[Route("/ready", _ready), Route("/{rest:path}", _floor, methods=["POST"])]
+)
+
 
 def serve_bare(port: int, workers: int) -> None:
     """Serve ``bare_app`` with the uvicorn arguments of ``memfs.serve.run``."""
@@ -110,6 +149,19 @@ def start_memfs(data: Path, workers: int, logs: Path) -> Server:
 
 def start_bare(workers: int, logs: Path) -> Server:
     return benchkit.start_bare(__file__, workers, logs, "/ready")
+
+
+def serve_floor(port: int, workers: int, folder: Path) -> None:
+    """Serve ``floor_app``, writing its files into ``folder`` (workers inherit the env)."""
+    os.environ[FLOOR_ENV] = str(folder)
+    benchkit.serve_bare("bench_webhooks:floor_app", port, workers)
+
+
+def start_floor(workers: int, logs: Path, folder: Path) -> Server:
+    port = benchkit.free_port()
+    argv = [sys.executable, str(Path(__file__).resolve()), "--serve-floor", str(port)]
+    argv += ["--workers", str(workers), "--floor-dir", str(folder)]
+    return Server(argv, port, logs / f"floor-w{workers}.log", "/ready")
 
 
 # ---- requests ----------------------------------------------------------------------------
@@ -233,6 +285,7 @@ class Args:
     dir: Path | None
     keep: bool
     json_out: Path | None
+    floor: bool = True
 
 
 def summary(port: int) -> dict[str, Any]:
@@ -302,7 +355,10 @@ def measure(args: Args, generator: str, root: Path, workers: int) -> dict[str, A
     out: dict[str, Any] = {"workers": workers}
     bare = start_bare(workers, root)
     memfs: Server | None = None
+    floor: Server | None = None
     try:
+        if args.floor:
+            floor = start_floor(workers, root, root / f"floor-{tag}")
         memfs = start_memfs(root / f"data-{tag}", workers, root)
         prepare(memfs)
         status, body = call(memfs.port, "POST", *_split(duplicate[0]))
@@ -310,6 +366,10 @@ def measure(args: Args, generator: str, root: Path, workers: int) -> dict[str, A
             raise RuntimeError(f"first delivery: {status} {body[:300]!r}")
         # bare, then memfs, then bare again: the load of a shared machine moves.
         loads["bare (before)"] = measured(bare, main_pool, warm_pool)
+        if floor is not None:
+            loads["floor"] = measured(floor, main_pool, warm_pool)
+            floor.stop()
+            floor = None
         loads["duplicate"] = measured(memfs, duplicate, duplicate)
         if args.warmup > 0:
             load(memfs, warm_pool, args.warmup)
@@ -330,6 +390,8 @@ def measure(args: Args, generator: str, root: Path, workers: int) -> dict[str, A
     finally:
         if memfs is not None:
             memfs.stop()
+        if floor is not None:
+            floor.stop()
         bare.stop()
 
     for name, result in loads.items():
@@ -366,10 +428,17 @@ def measure(args: Args, generator: str, root: Path, workers: int) -> dict[str, A
     bare_rates = (loads["bare (before)"].rate, loads["bare (after)"].rate)
     bare_rate = sum(bare_rates) / 2
     out["bare_mean_rps"] = bare_rate
-    for label, ratio, target in (
+    ratios: list[tuple[str, float, float | None]] = [
         ("unique / bare", unique.rate / bare_rate, 0.4),
         ("duplicate / bare", loads["duplicate"].rate / bare_rate, None),
-    ):
+    ]
+    if "floor" in loads:
+        floor_rate = loads["floor"].rate
+        ratios += [
+            ("floor / bare", floor_rate / bare_rate, None),
+            ("unique / floor", unique.rate / floor_rate if floor_rate else 0.0, None),
+        ]
+    for label, ratio, target in ratios:
         verdict = (
             "(informational)"
             if target is None
@@ -402,6 +471,14 @@ def parse_args() -> Args | None:
     parser.add_argument(
         "--drain", type=float, default=60.0, help="max s to wait for queued runs (default 60)"
     )
+    parser.add_argument(
+        "--no-floor",
+        dest="floor",
+        action="store_false",
+        help="skip the floor measurement (bare route + one durable file per request)",
+    )
+    parser.add_argument("--serve-floor", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--floor-dir", type=Path, help=argparse.SUPPRESS)
     benchkit.add_run_options(
         parser,
         quick_help="workers 2, 2 s per measurement",
@@ -410,6 +487,9 @@ def parse_args() -> Args | None:
     ns = parser.parse_args()
     if ns.serve_bare is not None:
         serve_bare(ns.serve_bare, int(ns.workers))
+        return None
+    if ns.serve_floor is not None:
+        serve_floor(ns.serve_floor, int(ns.workers), ns.floor_dir)
         return None
     if ns.quick:
         ns.workers, ns.seconds = "2", 2.0
@@ -430,6 +510,7 @@ def parse_args() -> Args | None:
         ns.dir,
         ns.keep,
         ns.json_out,
+        ns.floor,
     )
 
 

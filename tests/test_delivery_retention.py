@@ -21,6 +21,7 @@ to ``collect``; the store is a real one on files in ``tmp_path``, no server.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -199,3 +200,111 @@ def test_retention_below_72_hours_is_refused() -> None:
     # The matching ``memfs serve --delivery-retention-hours`` flag, too.
     with pytest.raises(InvalidRequest, match="--delivery-retention-hours"):
         config.load({}, {"delivery_retention_hours": "24"})
+
+
+# ---- the record is the run's first event ------------------------------------------------
+
+
+def test_a_new_delivery_is_one_durable_file_and_reindex_rebuilds_its_run(
+    store: Store, agent: str, runs: Runs
+) -> None:
+    queued = deliver(runs, agent, "msg_only_record")
+    ended = end(runs, deliver(runs, agent, "msg_ended"), ok=True)
+    # A queued run is its delivery record and nothing else: no separate event file.
+    runs_folder = record_file(store, queued).parents[2] / "runs"
+    assert not list(runs_folder.glob(f"{queued.run_id}.*"))
+    assert not (runs_folder / f"{ended.run_id}.e000001.json").exists()
+
+    before = {r.run_id: r.to_json() for r in (queued, runs.get(agent, ended.run_id))}
+    maintenance.reindex(store)
+    fresh = Runs(store)
+    assert {rid: fresh.get(agent, rid).to_json() for rid in before} == before
+    # ...and the rebuilt index still deduplicates: a redelivery answers the same run.
+    again, created = fresh.deliver(agent, TRIGGER, "msg_only_record", b"{}", "text/plain", 3)
+    assert not created and again.run_id == queued.run_id
+
+
+def test_collection_interrupted_after_publishing_event_1_loses_nothing(
+    store: Store, agent: str, runs: Runs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    done = end(runs, deliver(runs, agent, "msg_interrupted"), ok=True)
+    before = runs.get(agent, done.run_id).to_json()
+
+    # A crash (kill -9) between publishing event 1 and deleting the record: the
+    # delete never happens. Simulated by a delete that raises.
+    def crash(key: str) -> None:
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(store.backend, "delete", crash)
+    with pytest.raises(KeyboardInterrupt):
+        runs.collect(done.created_at + RETENTION_US + 1, RETENTION_US)
+    monkeypatch.undo()
+    assert record_file(store, done).is_file()  # still there: still deduplicates
+
+    maintenance.reindex(store)  # record and event 1 both exist: they read alike
+    fresh = Runs(store)
+    assert fresh.get(agent, done.run_id).to_json() == before
+    same, created = fresh.deliver(agent, TRIGGER, "msg_interrupted", b"{}", "text/plain", 3)
+    assert not created and same.run_id == done.run_id
+
+    # The next pass completes the collection; the run survives another rebuild.
+    assert fresh.collect(done.created_at + RETENTION_US + 1, RETENTION_US) == 1
+    assert not record_file(store, done).exists()
+    maintenance.reindex(store)
+    assert Runs(store).get(agent, done.run_id).to_json() == before
+
+
+def test_concurrent_deliveries_in_one_process_each_start_exactly_one_run(
+    store: Store, agent: str, runs: Runs
+) -> None:
+    """Threads of one process share index transactions (group commit); every id must
+    still get one run, every retry the same one, and every run must be indexed."""
+    ids = [f"msg_many_{n}" for n in range(12)]
+    gate = threading.Barrier(48, timeout=30)
+    answers: list[tuple[str, str, bool]] = []
+    lock = threading.Lock()
+
+    def one(webhook_id: str) -> None:
+        gate.wait()
+        run, created = Runs(store).deliver(
+            agent, TRIGGER, webhook_id, webhook_id.encode(), "text/plain", 3
+        )
+        with lock:
+            answers.append((webhook_id, run.run_id, created))
+
+    threads = [threading.Thread(target=one, args=(ids[n % 12],)) for n in range(48)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(answers) == 48
+    for webhook_id in ids:
+        mine = [(run_id, created) for wid, run_id, created in answers if wid == webhook_id]
+        assert len({run_id for run_id, _ in mine}) == 1, mine
+        assert sum(created for _, created in mine) == 1, mine
+    listed = runs.list(agent, trigger_id=TRIGGER, status="queued", after=None, limit=100)
+    assert sorted(r.webhook_id for r in listed) == sorted(ids)
+    for run in listed:
+        assert runs.body(runs.delivery(run)) == run.webhook_id.encode()
+
+
+def test_racing_appends_each_land_once_in_order(store: Store, agent: str, runs: Runs) -> None:
+    run = start(runs, deliver(runs, agent, "msg_appends"))
+    gate = threading.Barrier(16, timeout=30)
+
+    def one(n: int) -> None:
+        gate.wait()
+        Runs(store).append(
+            agent, run.run_id, lambda cur: {"type": "output", "attempt": 1, "output": str(n)}
+        )
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    after = runs.get(agent, run.run_id)
+    assert after.events == run.events + 16 and after.status == "running"
+    maintenance.reindex(store)  # the same 16 events, once each, from the files
+    rebuilt = Runs(store).get(agent, run.run_id)
+    assert rebuilt.events == after.events and rebuilt.output == after.output

@@ -347,3 +347,38 @@ def test_error_of_a_memory_route_on_unknown_agent_names_agent(api: Api) -> None:
     response = api.get(memory_url("/memories/a.md", "users/nobody"))
     assert_error(response, 404, "not_found", field="agentId")
     assert AGENT not in response.text
+
+
+# ---- routing ----------------------------------------------------------------------------
+
+
+def _samples(pattern: str) -> list[list[str]]:
+    """Paths a pattern matches (as decoded segments), with values that are other
+    routes' literals too, to catch one route shadowing another."""
+    values = ["x", "v1", "agents", "memories", "memory", "versions", "runs", "triggers"]
+    out: list[list[str]] = [[]]
+    for part in pattern.split("/"):
+        if part.endswith("*}"):
+            options = [[v, "b.md"] for v in values] + [["only.md"]]
+        elif part.startswith("{"):
+            action = part.partition("}")[2]
+            options = [[v + action] for v in values]
+        else:
+            options = [[part]]
+        out = [prefix + option for prefix in out for option in options]
+    return out
+
+
+def test_each_method_and_path_has_exactly_one_route(api: Api) -> None:
+    """The app tries its busiest routes first: that is safe only because no two routes
+    answer the same method and path, whatever the order."""
+    from memfs.http.app import ROUTES
+
+    for route in ROUTES:
+        for segments in _samples(route.pattern):
+            path = "/" + "/".join(segments)
+            matching = [
+                r for r in ROUTES if r.method == route.method and r.match(segments) is not None
+            ]
+            assert matching == [route], (route.method, path, [r.name for r in matching])
+            assert api.app.router.resolve(route.method, path)[0] is route

@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 
 from memfs import layout, maintenance, paths
 from memfs.durable import TEMP_PREFIX
-from memfs.errors import Conflict, InvalidRequest, NotFound
+from memfs.errors import Conflict, CorruptionError, InvalidRequest, NotFound
 from memfs.index import FolderEntry, MemoryRow
 from memfs.store import Store
 
@@ -130,6 +131,41 @@ def test_reindex_rebuilds_exactly_the_same_answers(tmp_path: Path) -> None:
         assert maintenance.fsck(reopened).ok
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda entry: b"\xff" + entry, "is unreadable"),  # not UTF-8
+        (lambda entry: entry[: len(entry) // 2], "is unreadable"),  # torn JSON
+        (lambda entry: entry.replace(b'"version":', b'"version":"x",":'), "is unreadable"),
+        (lambda entry: entry.replace(b'"format":1', b'"format":9'), "unknown format"),
+        (lambda entry: entry.replace(b'"revision":3', b'"revision":4'), "names revision 4"),
+    ],
+)
+def test_reindex_refuses_a_damaged_entry_and_keeps_the_index(
+    store: Store, agent: str, damage: Any, message: str
+) -> None:
+    for i in range(6):
+        store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
+    before = snapshot(store)
+    entry = store.data_dir / layout.log_key(agent, 3)
+    data = entry.read_bytes()
+    entry.chmod(0o644)
+    entry.write_bytes(damage(data))
+    with pytest.raises(CorruptionError, match=message) as raised:
+        maintenance.reindex(store)
+    assert layout.log_key(agent, 3) in str(raised.value)
+    assert snapshot(store) == before  # the rebuild was one transaction: rolled back
+    assert not [t for t in threading.enumerate() if t.name == "memfs-prefetch"]
+
+
+def test_reindex_refuses_a_gap_in_the_log(store: Store, agent: str) -> None:
+    for i in range(4):
+        store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
+    (store.data_dir / layout.log_key(agent, 2)).unlink()
+    with pytest.raises(CorruptionError, match="jumps from 1 to 3"):
+        maintenance.reindex(store)
 
 
 def test_reindex_of_a_live_index_changes_nothing(store: Store, agent: str) -> None:

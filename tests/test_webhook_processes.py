@@ -29,7 +29,7 @@ from standardwebhooks import Webhook
 
 from memfs import layout
 from memfs.backend import LocalBackend
-from memfs.runs import claim_key, delivery_key
+from memfs.runs import claim_key, created_event, delivery_key
 from servers_real import RealServer, memfs_cli
 
 AGENT = "users/alice/assistant"
@@ -128,8 +128,16 @@ def runs_folder(data: Path) -> Path:
 
 
 def events(data: Path, run_id: str) -> list[dict[str, Any]]:
-    found = sorted(runs_folder(data).glob(f"{run_id}.e*.json"))
-    return [json.loads(p.read_text()) for p in found]
+    """The run's canonical events: event 1 is its delivery record (until collected)."""
+    files = sorted(runs_folder(data).glob(f"{run_id}.e*.json"))
+    found = [json.loads(p.read_text()) for p in files]
+    if not (runs_folder(data) / f"{run_id}.e000001.json").exists():
+        folder = data / layout.agent_prefix(AGENT) / "deliveries"
+        for path in sorted(folder.glob("*/*.json")):
+            record = json.loads(path.read_text())
+            if record["runId"] == run_id:
+                found.insert(0, created_event(path.relative_to(data).as_posix(), record))
+    return found
 
 
 def claims(data: Path, run_id: str) -> list[str]:

@@ -17,16 +17,20 @@ from typing import Protocol
 
 from memfs import durable
 
+_READ_SIZE = 64 * 1024
+
 
 class MissingObject(LookupError):
     """No object is stored under the key."""
 
 
 def check_key(key: str) -> str:
-    parts = key.split("/")
-    if not key or any(p in ("", ".", "..") for p in parts) or "\x00" in key:
+    # Substring tests on the key wrapped in slashes (this runs for every object read):
+    # "//" is an empty segment, "/./" and "/../" dot segments, "/.memfs-tmp-" a temp name.
+    wrapped = f"/{key}/"
+    if not key or "//" in wrapped or "/./" in wrapped or "/../" in wrapped or "\x00" in key:
         raise ValueError(f"invalid object key {key!r}")
-    if any(durable.is_temp_name(p) for p in parts):
+    if f"/{durable.TEMP_PREFIX}" in wrapped:
         raise ValueError(f"object key {key!r} uses the reserved temp prefix")
     return key
 
@@ -87,23 +91,37 @@ class MemoryBackend:
 class LocalBackend:
     """Objects as files under ``root``: temp + fsync + ``os.link`` + directory fsync."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, spares: durable.Spares | None = None) -> None:
         self.root = root
+        self.spares = spares  # temp files made ahead of need (a server's), if any
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*check_key(key).split("/"))
+        return Path(f"{self.root}/{check_key(key)}")
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        return durable.create_new(self._path(key), data)
+        return durable.create_new(self._path(key), data, spares=self.spares)
 
     def get(self, key: str) -> bytes:
         # A plain string join: keys are '/'-separated like POSIX paths, and pathlib's
         # parsing was a third of the cost of reading a log entry.
+        # os.open/os.read in 64 KiB reads: a third of the cost of open() and its buffered
+        # file object (a read of 1 MiB costs 5x more here: the buffer is allocated first).
         try:
-            with open(os.path.join(self.root, check_key(key)), "rb") as handle:
-                return handle.read()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            fd = os.open(f"{self.root}/{check_key(key)}", os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
             raise MissingObject(key) from None
+        try:
+            chunks: list[bytes] = []
+            while True:
+                try:
+                    chunk = os.read(fd, _READ_SIZE)
+                except IsADirectoryError:
+                    raise MissingObject(key) from None
+                chunks.append(chunk)
+                if len(chunk) < _READ_SIZE:  # a short read of a regular file is its end
+                    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        finally:
+            os.close(fd)
 
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()

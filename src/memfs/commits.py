@@ -121,10 +121,29 @@ class Commit:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, where: str) -> Commit:
+        return cls.from_doc(read_entry(data, where=where), where=where)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], *, where: str) -> Commit:
         try:
-            return cls.from_json(json.loads(data))
+            return cls.from_json(doc)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CorruptionError(f"log entry {where} is unreadable: {exc}") from None
+
+
+def read_entry(data: bytes | str, *, where: str) -> dict[str, Any]:
+    """The JSON document of a log entry, its format checked; raises CorruptionError."""
+    try:
+        doc = json.loads(data)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise CorruptionError(f"log entry {where} is unreadable: {exc}") from None
+    if doc.get("format") != FORMAT:
+        raise CorruptionError(
+            f"log entry {where} is unreadable: unknown format {doc.get('format')!r}"
+        )
+    return doc
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import operator
 import os
 import sqlite3
 import threading
@@ -27,9 +28,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from memfs.commits import Change, Commit
+from memfs.commits import Commit, parse_ts
 from memfs.content import Scalar, metadata_text
+from memfs.errors import CorruptionError
 
 Connection = sqlite3.Connection
 
@@ -294,16 +297,11 @@ def apply_commit(
 ) -> bool:
     """Record ``commit`` (idempotent); ``contents`` maps sha256 → bytes for the cache."""
     agent = commit.agent_id
-    exists = conn.execute(
-        "SELECT 1 FROM commits WHERE agent_id=? AND revision=?", (agent, commit.revision)
-    ).fetchone()
-    if exists:
-        return False
     summary = [c.to_json() for c in commit.changes]
     for item in summary:
         item.pop("content", None)
-    conn.execute(
-        "INSERT INTO commits VALUES(?,?,?,?,?,?,?)",
+    inserted = conn.execute(
+        "INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,?)",
         (
             agent,
             commit.revision,
@@ -314,12 +312,15 @@ def apply_commit(
             json.dumps(summary, ensure_ascii=False, separators=(",", ":")),
         ),
     )
+    if inserted.rowcount == 0:
+        return False  # applied before
     for change in commit.changes:
-        conn.execute(
-            "UPDATE versions SET valid_to=?, visible_to=? "
-            "WHERE agent_id=? AND path=? AND version=?",
-            (commit.ts, visible_at, agent, change.path, change.version - 1),
-        )
+        if change.version > 1:
+            conn.execute(
+                "UPDATE versions SET valid_to=?, visible_to=? "
+                "WHERE agent_id=? AND path=? AND version=?",
+                (commit.ts, visible_at, agent, change.path, change.version - 1),
+            )
         description, metadata = change.description, change.metadata
         meta_json = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
         conn.execute(
@@ -338,16 +339,19 @@ def apply_commit(
                 visible_at,
             ),
         )
-        conn.execute("DELETE FROM memory_meta WHERE agent_id=? AND path=?", (agent, change.path))
+        if change.before is not None:  # only a live memory has metadata rows
+            conn.execute(
+                "DELETE FROM memory_meta WHERE agent_id=? AND path=?", (agent, change.path)
+            )
         if change.after is None:
             conn.execute("DELETE FROM memories WHERE agent_id=? AND path=?", (agent, change.path))
             continue
-        previous = conn.execute(
-            "SELECT created_at FROM memories WHERE agent_id=? AND path=?", (agent, change.path)
-        ).fetchone()
-        created_at = previous[0] if previous else commit.ts
+        # An update keeps the memory's created_at.
         conn.execute(
-            "INSERT OR REPLACE INTO memories VALUES(?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(agent_id, path) DO"
+            " UPDATE SET version=excluded.version, sha256=excluded.sha256,"
+            " bytes=excluded.bytes, description=excluded.description,"
+            " metadata=excluded.metadata, updated_at=excluded.updated_at",
             (
                 agent,
                 change.path,
@@ -356,14 +360,15 @@ def apply_commit(
                 change.size,
                 description,
                 meta_json,
-                created_at,
+                commit.ts,
                 commit.ts,
             ),
         )
-        conn.executemany(
-            "INSERT INTO memory_meta VALUES(?,?,?,?)",
-            [(agent, change.path, k, metadata_text(v)) for k, v in metadata.items()],
-        )
+        if metadata:
+            conn.executemany(
+                "INSERT OR REPLACE INTO memory_meta VALUES(?,?,?,?)",
+                [(agent, change.path, k, metadata_text(v)) for k, v in metadata.items()],
+            )
         if change.after in contents:
             conn.execute(
                 "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
@@ -385,12 +390,17 @@ def apply_commit(
 def bulk_load(
     conn: sqlite3.Connection,
     agent: str,
-    commits: Iterable[Commit],
-    content_of: Callable[[Commit, Change], bytes],
+    entries: Iterable[tuple[str, str, dict[str, Any]]],
+    blob: Callable[[str], bytes],
 ) -> int:
     """Index a whole log at once into an agent's empty rows; the same rows as applying
     each commit with ``apply_commit`` (visible at its timestamp), in a few batched
-    statements instead of ten per commit. Returns the number of commits."""
+    statements instead of ten per commit. ``entries`` are (key, text, JSON document) of
+    the log in order; ``blob(sha256)`` reads a content too large to be inline. Works on
+    the documents rather than Commit objects (building those was half the cost), and
+    SQLite takes the inline contents out of each entry's changes for the log summary,
+    byte for byte what ``apply_commit`` writes, without a JSON encode per commit.
+    Returns the number of commits; raises CorruptionError naming an unreadable entry."""
     commit_rows: list[tuple[object, ...]] = []
     version_rows: list[list[object]] = []
     open_version: dict[str, int] = {}  # path → index of its newest row in version_rows
@@ -399,73 +409,73 @@ def bulk_load(
     blobs: dict[str, bytes] = {}
     revision = last_ts = 0
     name: str | None = None
-    for commit in commits:
-        summary = []
-        for change in commit.changes:
-            item = change.to_json()
-            item.pop("content", None)
-            summary.append(item)
-            previous = open_version.get(change.path)
-            if previous is not None:
-                version_rows[previous][10] = commit.ts  # valid_to
-                version_rows[previous][12] = commit.ts  # visible_to
-            meta_json = (
-                json.dumps(change.metadata, ensure_ascii=False, separators=(",", ":"))
-                if change.metadata
-                else "{}"
-            )
-            open_version[change.path] = len(version_rows)
-            version_rows.append(
-                [
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    for where, text, doc in entries:
+        try:
+            ts = parse_ts(doc["ts"])
+            for change in doc["changes"]:
+                path = change["path"]
+                after = change["after"]
+                version = int(change["version"])
+                size = int(change["bytes"])
+                description = change.get("description")
+                metadata = change.get("metadata") or {}
+                content = change.get("content")
+                previous = open_version.get(path)
+                if previous is not None:
+                    version_rows[previous][10] = ts  # valid_to
+                    version_rows[previous][12] = ts  # visible_to
+                meta_json = dumps(metadata) if metadata else "{}"
+                open_version[path] = len(version_rows)
+                version_rows.append(
+                    [
+                        agent,
+                        path,
+                        version,
+                        doc["revision"],
+                        change["operation"],
+                        after,
+                        size,
+                        description,
+                        meta_json,
+                        ts,
+                        None,
+                        ts,
+                        None,
+                    ]
+                )
+                if after is None:
+                    live.pop(path, None)
+                    metas.pop(path, None)
+                    continue
+                created_at = live[path][7] if path in live else ts
+                live[path] = (
                     agent,
-                    change.path,
-                    change.version,
-                    commit.revision,
-                    change.operation,
-                    change.after,
-                    change.size,
-                    change.description,
+                    path,
+                    version,
+                    after,
+                    size,
+                    description,
                     meta_json,
-                    commit.ts,
-                    None,
-                    commit.ts,
-                    None,
-                ]
-            )
-            if change.after is None:
-                live.pop(change.path, None)
-                metas.pop(change.path, None)
-                continue
-            created_at = live[change.path][7] if change.path in live else commit.ts
-            live[change.path] = (
-                agent,
-                change.path,
-                change.version,
-                change.after,
-                change.size,
-                change.description,
-                meta_json,
-                created_at,
-                commit.ts,
-            )
-            metas[change.path] = change.metadata
-            if change.after not in blobs:
-                blobs[change.after] = content_of(commit, change)
-        commit_rows.append(
-            (
-                agent,
-                commit.revision,
-                commit.ts,
-                commit.ts,
-                commit.actor,
-                commit.message,
-                json.dumps(summary, ensure_ascii=False, separators=(",", ":")),
-            )
-        )
-        revision, last_ts = max(revision, commit.revision), max(last_ts, commit.ts)
-        if commit.agent_name is not None:
-            name = commit.agent_name
-    conn.executemany("INSERT INTO commits VALUES(?,?,?,?,?,?,?)", commit_rows)
+                    created_at,
+                    ts,
+                )
+                metas[path] = dict(metadata)
+                if after not in blobs:
+                    blobs[after] = content.encode() if content is not None else blob(after)
+            commit_rows.append((agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text))
+            revision, last_ts = max(revision, doc["revision"]), max(last_ts, ts)
+            if doc.get("agentName") is not None:
+                name = doc["agentName"]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
+    conn.executemany(
+        "INSERT INTO commits VALUES(?,?,?,?,?,?,(SELECT json_group_array("
+        "json_remove(value, '$.content')) FROM json_each(?, '$.changes')))",
+        commit_rows,
+    )
+    # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
+    version_rows.sort(key=operator.itemgetter(1, 2))
     conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)
     conn.executemany("INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?)", list(live.values()))
     conn.executemany(
@@ -556,6 +566,18 @@ def is_folder(conn: sqlite3.Connection, agent_id: str, path: str) -> bool:
         (agent_id, path + "/", path + _AFTER_SLASH),
     ).fetchone()
     return row is not None
+
+
+def live_paths(conn: sqlite3.Connection, agent_id: str, candidates: Sequence[str]) -> set[str]:
+    """Which of ``candidates`` are live memories (one query for all)."""
+    if not candidates:
+        return set()
+    marks = ",".join("?" * len(candidates))
+    rows = conn.execute(
+        f"SELECT path FROM memories WHERE agent_id=? AND path IN ({marks})",
+        (agent_id, *candidates),
+    )
+    return {str(row[0]) for row in rows}
 
 
 def last_version(conn: sqlite3.Connection, agent_id: str, path: str) -> int:
@@ -657,6 +679,25 @@ def list_memories(
     with a trailing ``/``. With ``depth_one`` subfolders appear as FolderEntry items,
     each found with one index seek however many memories it holds.
     """
+    rows, more = _walk(
+        conn,
+        agent_id,
+        folder,
+        _MEMORY_COLUMNS,
+        after=after,
+        limit=limit,
+        depth_one=depth_one,
+        filters=filters,
+    )
+    return [r if isinstance(r, FolderEntry) else _memory(r) for r in rows], more
+
+
+def _listing_where(
+    agent_id: str, folder: str, after: str | None, filters: Sequence[tuple[str, str]]
+) -> tuple[str, list[object], bool]:
+    """The keyset range of a listing: a WHERE with ``{}`` for the lower bound's
+    operator, its parameters (the lower bound is ``params[1]``), and whether the lower
+    bound is inclusive."""
     upper = folder + _AFTER_SLASH
     if after is None:
         lower, inclusive = folder + "/", False
@@ -674,11 +715,27 @@ def list_memories(
             " AND m.path=memories.path AND m.key=? AND m.value=?)"
         )
         params += [key, value]
-    out: list[MemoryRow | FolderEntry] = []
+    return where, params, inclusive
+
+
+def _walk(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    folder: str,
+    columns: str,
+    *,
+    after: str | None,
+    limit: int,
+    depth_one: bool,
+    filters: Sequence[tuple[str, str]],
+) -> tuple[list[Sequence[object] | FolderEntry], bool]:
+    """The walk of ``list_memories``: each memory as its row of ``columns`` (path first)."""
+    where, params, inclusive = _listing_where(agent_id, folder, after, filters)
+    out: list[Sequence[object] | FolderEntry] = []
     want = limit + 1
     while len(out) < want:
         sql = (
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE "
+            f"SELECT {columns} FROM memories WHERE "
             + where.format(">=" if inclusive else ">")
             + " ORDER BY path LIMIT ?"
         )
@@ -697,7 +754,7 @@ def list_memories(
                 out.append(FolderEntry(sub))
                 params[1], inclusive, jumped = sub + _AFTER_SLASH, True, True
                 break
-            out.append(_memory(row))
+            out.append(row)
             params[1], inclusive = path, False
             if len(out) >= want:
                 break
@@ -705,6 +762,114 @@ def list_memories(
         if not jumped and fetched < asked:
             break
     return out[:limit], len(out) > limit
+
+
+@dataclass(frozen=True)
+class ListingJson:
+    """A page of ``list_memories`` with each memory already as JSON text."""
+
+    memories: bytes  # the memories' listing objects joined by "," (a JSON array's inside)
+    folders: list[str]  # depth-one subfolders, in order
+    last: str | None  # the page's last entry as an ``after``: a path, or a folder + "/"
+    more: bool
+
+
+# One memory as ``render.listing_json`` shows it, written by SQLite exactly as
+# ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` writes that dict (same
+# keys, order and string escapes), ``updatedAt`` exactly as ``commits.format_ts``.
+# Keep the two in step: tests/test_http_listing.py compares them on tricky data.
+# (``description`` is TEXT or NULL: content.parse refuses any other frontmatter value.)
+_LISTING_JSON = (
+    "json_object('path', path, 'bytes', bytes, 'contentSha256', sha256,"
+    " 'description', description, 'version', version, 'updatedAt',"
+    " strftime('%Y-%m-%dT%H:%M:%S.', updated_at / 1000000, 'unixepoch')"
+    " || substr(updated_at % 1000000 + 1000000, 2) || 'Z')"
+)
+# SQLite's dates end at year 9999 (and '%' truncates below 0): other timestamps are
+# left to format_ts, by answering None for the whole page.
+_TS_IN_RANGE = "(updated_at BETWEEN 0 AND 253402300799999999)"
+
+
+def _has_json_functions() -> bool:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("SELECT json_object('a', 1)")
+    except sqlite3.OperationalError:  # a SQLite built without JSON1
+        return False
+    finally:
+        conn.close()
+    return True
+
+
+_JSON_FUNCTIONS = _has_json_functions()
+
+
+def list_memories_json(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    folder: str,
+    *,
+    after: str | None,
+    limit: int,
+    depth_one: bool,
+    filters: Sequence[tuple[str, str]] = (),
+) -> ListingJson | None:
+    """The page ``list_memories`` answers, with the listing JSON built by SQLite: no
+    Python object per memory. None when SQLite can't write this page (no JSON
+    functions, or a timestamp outside years 1970-9999): use ``list_memories`` then."""
+    if not _JSON_FUNCTIONS:
+        return None
+    if depth_one:
+        rows, more = _walk(
+            conn,
+            agent_id,
+            folder,
+            f"path, CAST({_LISTING_JSON} AS BLOB), {_TS_IN_RANGE}",
+            after=after,
+            limit=limit,
+            depth_one=True,
+            filters=filters,
+        )
+        texts: list[bytes] = []
+        folders: list[str] = []
+        for row in rows:
+            if isinstance(row, FolderEntry):
+                folders.append(row.path)
+            elif not row[2]:
+                return None
+            else:
+                text = row[1]
+                assert isinstance(text, bytes)
+                texts.append(text)
+        last = None
+        if rows:
+            end = rows[-1]
+            last = end.path + "/" if isinstance(end, FolderEntry) else str(end[0])
+        return ListingJson(b",".join(texts), folders, last, more)
+    # Recursive: the whole page in one statement, as UTF-8 bytes (no str in between).
+    # The subquery hands its rows to the aggregate in path order (ORDER BY on the
+    # primary key: a plain index walk).
+    where, params, inclusive = _listing_where(agent_id, folder, after, filters)
+    row = conn.execute(
+        f"SELECT CAST(group_concat(j, ',') AS BLOB), count(*), max(p), min(ok) FROM ("
+        f"SELECT path AS p, {_LISTING_JSON} AS j, {_TS_IN_RANGE} AS ok FROM memories"
+        f" WHERE {where.format('>=' if inclusive else '>')} ORDER BY path LIMIT ?)",
+        (*params, limit),
+    ).fetchone()
+    count = int(row[1])
+    if count and not row[3]:
+        return None
+    last = str(row[2]) if count else None
+    more = False
+    if count == limit:
+        params[1] = last
+        more = (
+            conn.execute(
+                f"SELECT 1 FROM memories WHERE {where.format('>')} LIMIT 1", params
+            ).fetchone()
+            is not None
+        )
+    return ListingJson(bytes(row[0] or b""), [], last, more)
 
 
 def count_memories(

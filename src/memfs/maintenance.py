@@ -8,16 +8,20 @@ person edited in the working tree is an uncommitted edit, reported and never tou
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import json
+import queue
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from memfs import durable, index, layout, paths
-from memfs.backend import MissingObject
-from memfs.commits import Change, Commit
+from memfs.backend import Backend, MissingObject
+from memfs.commits import Commit, read_entry
 from memfs.errors import CorruptionError, InvalidRequest, MemfsError
 from memfs.store import CommitResult, Delete, Op, Put, Store
 from memfs.worktree import WorkTree
@@ -76,22 +80,75 @@ def _read_record(store: Store, key: str) -> dict[str, str]:
     return record
 
 
-def read_log(store: Store, agent_id: str) -> Iterator[Commit]:
-    """Every log entry of an agent in order; raises CorruptionError at a gap."""
+def prefetched(
+    backend: Backend, keys: Iterator[str], *, batch: int = 256
+) -> Iterator[tuple[str, bytes]]:
+    """(key, bytes) of ``keys`` in order, read ahead by a thread: the reads (system
+    calls here, round trips on an object store) overlap the caller's work on the
+    entries before them. At most two batches are held at a time."""
+    chunks: queue.Queue[list[tuple[str, bytes]] | BaseException | None] = queue.Queue(2)
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            chunk: list[tuple[str, bytes]] = []
+            for key in keys:
+                if stop.is_set():
+                    return
+                chunk.append((key, backend.get(key)))
+                if len(chunk) == batch:
+                    chunks.put(chunk)
+                    chunk = []
+            chunks.put(chunk)
+            chunks.put(None)
+        except BaseException as exc:  # handed to the reader of the entries
+            chunks.put(exc)
+
+    reader = threading.Thread(target=read, name="memfs-prefetch", daemon=True)
+    reader.start()
+    try:
+        while True:
+            got = chunks.get()
+            if got is None:
+                return
+            if isinstance(got, BaseException):
+                raise got
+            yield from got
+    finally:
+        stop.set()
+        while reader.is_alive():  # unblock a reader waiting to put, then let it end
+            with contextlib.suppress(queue.Empty):
+                chunks.get_nowait()
+            reader.join(0.01)
+
+
+def log_entries(store: Store, agent_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(key, text, JSON document) of every log entry of an agent in order; raises
+    CorruptionError at a gap or at an entry that names another place."""
     expected = 1
-    for key in store.backend.list(layout.log_prefix(agent_id)):
+    for key, data in prefetched(store.backend, store.backend.list(layout.log_prefix(agent_id))):
         revision = layout.revision_of(key)
         if revision is None:
             raise CorruptionError(f"unexpected object {key} in the log")
         if revision != expected:
             raise CorruptionError(f"log of {agent_id!r} jumps from {expected - 1} to {revision}")
-        commit = Commit.from_bytes(store.backend.get(key), where=key)
-        if commit.revision != revision or commit.agent_id != agent_id:
+        try:
+            text = data.decode()
+        except UnicodeDecodeError as exc:
+            raise CorruptionError(f"log entry {key} is unreadable: {exc}") from None
+        doc = read_entry(text, where=key)
+        if doc.get("revision") != revision or doc.get("agentId") != agent_id:
             raise CorruptionError(
-                f"log entry {key} names revision {commit.revision} of {commit.agent_id!r}"
+                f"log entry {key} names revision {doc.get('revision')} of {doc.get('agentId')!r}"
             )
-        yield commit
+        yield key, text, doc
         expected += 1
+
+
+def read_log(store: Store, agent_id: str) -> Iterator[Commit]:
+    """Every log entry of an agent in order; raises CorruptionError at a gap."""
+    for key, _text, doc in log_entries(store, agent_id):
+        yield Commit.from_doc(doc, where=key)
 
 
 # ---- reindex -------------------------------------------------------------------------
@@ -113,8 +170,9 @@ def reindex(store: Store) -> tuple[int, int]:
                 raise CorruptionError(f"{key} is unreadable: {exc}") from None
             store.adopt_record(conn, record)
             agents += 1
+            agent_id = record["agentId"]
             commits += index.bulk_load(
-                conn, record["agentId"], read_log(store, record["agentId"]), _content_of(store)
+                conn, agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
             )
         conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (old_clock,))
     from memfs.runs import Runs  # runs are indexed from their own records
@@ -123,14 +181,11 @@ def reindex(store: Store) -> tuple[int, int]:
     return agents, commits
 
 
-def _content_of(store: Store) -> Callable[[Commit, Change], bytes]:
-    def content(commit: Commit, change: Change) -> bytes:
-        if change.content is not None:
-            return change.content.encode()
-        assert change.after is not None
-        return store.backend.get(layout.blob_key(commit.agent_id, change.after))
+def _blob_of(store: Store, agent_id: str) -> Callable[[str], bytes]:
+    def blob(sha256: str) -> bytes:
+        return store.backend.get(layout.blob_key(agent_id, sha256))
 
-    return content
+    return blob
 
 
 # ---- fsck ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ and nowhere else; what passes is safe to turn into a file name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -23,6 +24,7 @@ MAX_SEGMENT_BYTES = 255
 _AGENT_SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 _SIMPLE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # C0, DEL and C1: every Unicode "Cc" control character, plus the backslash.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _FORBIDDEN_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 
 
@@ -66,6 +68,7 @@ def simple_id(value: str, *, field: str) -> str:
     return value
 
 
+@functools.lru_cache(maxsize=4096)
 def agent_dir_name(agent: str) -> str:
     """The folder name of an agent: its id percent-encoded, hashed when too long."""
     encoded = quote(agent, safe="")
@@ -111,7 +114,7 @@ def folder_prefix(value: str, *, field: str = "pathPrefix") -> str:
 def _check_segments(value: str, field: str) -> None:
     if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
         raise InvalidRequest(f"path is longer than {MAX_PATH_BYTES} bytes", field=field)
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+    if _SURROGATE.search(value):
         raise InvalidRequest("path is not valid UTF-8", field=field)
     if _FORBIDDEN_CHAR.search(value):
         raise InvalidRequest(

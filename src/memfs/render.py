@@ -7,11 +7,12 @@ Pure functions from store records to strings or JSON-ready dicts, so that the CL
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from memfs.commits import Change, Commit, format_ts
-from memfs.index import CommitRow, FolderEntry, MemoryRow, VersionRow
+from memfs.index import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
 from memfs.store import Agent, Memory
 
 _OP_LETTER = {"created": "A", "modified": "M", "deleted": "D", "renamed": "R"}
@@ -39,6 +40,36 @@ def listing_json(row: MemoryRow) -> dict[str, Any]:
         "version": row.version,
         "updatedAt": format_ts(row.updated_at),
     }
+
+
+def listing_page(items: Sequence[MemoryRow | FolderEntry], more: bool) -> ListingJson:
+    """A page of ``Store.list_memories`` as ``index.list_memories_json`` answers it."""
+    last = None
+    if items:
+        end = items[-1]
+        last = end.path + "/" if isinstance(end, FolderEntry) else end.path
+    return ListingJson(
+        b",".join(dumps(listing_json(i)).encode() for i in items if not isinstance(i, FolderEntry)),
+        [i.path for i in items if isinstance(i, FolderEntry)],
+        last,
+        more,
+    )
+
+
+def listing_page_body(page: ListingJson, total: int | None, next_cursor: str | None) -> bytes:
+    """The body of a memory listing: ``{"memories", "folders", "total"?, "nextCursor"}``,
+    byte for byte what ``JSONResponse`` writes for that dict."""
+    tail = f',"total":{total}' if total is not None else ""
+    tail += f',"nextCursor":{dumps(next_cursor)}}}'
+    folders = dumps(page.folders) if page.folders else "[]"
+    return b"".join(
+        (b'{"memories":[', page.memories, b'],"folders":', folders.encode(), tail.encode())
+    )
+
+
+def dumps(value: object) -> str:
+    """JSON as Starlette's ``JSONResponse`` writes it (compact, UTF-8 unescaped)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def memory_json(memory: Memory) -> dict[str, Any]:

@@ -2,16 +2,28 @@
 
 Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
   deliveries/<triggerId>/<sha256(webhook-id)>.json  the dedupe record: first one wins;
-                                                    it holds the body and the run id
-  runs/<runId>.e<n:06>.json                          the run's steps, appended in order
+                                                    it holds the body and the run id,
+                                                    and it is the run's first event
+  runs/<runId>.e<n:06>.json                          the run's steps 2, 3, …, in order
+                                                    (step 1 only once the record is
+                                                    collected, see ``collect``)
   runs/<runId>.c<attempt:04>.json                    who executes attempt k: one winner
 
 (flat in one folder: a new folder per run would cost a directory fsync per level).
+
+A unique delivery therefore writes ONE durable file: its record. The run's
+``created`` event is a function of the record (``created_event``), so the record is
+read as event 1 for as long as it exists. Before ``collect`` deletes a record it
+publishes that event as ``runs/<runId>.e000001.json`` (the same bytes from any
+collector, create-if-absent), so the run stays rebuildable from files afterwards; a
+crash between the two leaves both, which read alike.
 
 A run's state is the fold of its events (``fold``); the index keeps that fold in the
 ``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
 event happens under the index's write lock after catching up with the backend, so
 a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
+Concurrent deliveries of one process are indexed together in one transaction (group
+commit, ``_GroupCommit``): their durable records are written outside every lock.
 """
 
 from __future__ import annotations
@@ -20,9 +32,11 @@ import base64
 import hashlib
 import json
 import sqlite3
+import threading
 import uuid
+import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memfs import index, layout
@@ -157,21 +171,46 @@ def fold(run: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
+def created_event(key: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Event 1 of the run a delivery record starts: a function of the record alone."""
+    return {
+        "type": "created",
+        "at": int(record["receivedAt"]),
+        "triggerId": record["triggerId"],
+        "webhookId": record["webhookId"],
+        "maxAttempts": int(record["maxAttempts"]),
+        "deliveryKey": key,
+    }
+
+
+def _event_bytes(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
+
+
+_NAMES = [c.strip() for c in _COLUMNS.split(",")]
+_INSERT_RUN = f"INSERT OR REPLACE INTO runs({_COLUMNS}) VALUES({','.join('?' * len(_NAMES))})"
+
+
 def _apply(
-    conn: sqlite3.Connection, agent_id: str, run_id: str, seq: int, event: dict[str, Any]
-) -> None:
+    conn: sqlite3.Connection,
+    agent_id: str,
+    run_id: str,
+    seq: int,
+    event: dict[str, Any],
+    row: Run | None,
+) -> Run:
+    """Index event ``seq`` of a run whose indexed state (in this transaction) is ``row``."""
+    if row is not None and row.events >= seq:
+        return row  # applied already
     visible_at = max(now_us(), index.clock(conn) + 1)
-    row = get_row(conn, agent_id, run_id)
     current: dict[str, Any] = (
-        {k: getattr(row, k) for k in Run.__dataclass_fields__}
+        {k: getattr(row, k) for k in _NAMES}
         if row
         else {"agent_id": agent_id, "run_id": run_id, "events": 0}
     )
-    if current["events"] >= seq:
-        return  # applied already
     new = fold(current, event)
-    values = [new.get(c.strip()) for c in _COLUMNS.split(",")]
-    conn.execute(f"INSERT OR REPLACE INTO runs({_COLUMNS}) VALUES({','.join('?' * 16)})", values)
+    values: list[Any] = [new.get(c) for c in _NAMES]
+    conn.execute(_INSERT_RUN, values)
     detail = {k: v for k, v in event.items() if k not in ("type", "at")}
     conn.execute(
         "INSERT OR IGNORE INTO run_steps VALUES(?,?,?,?,?,?,?,?)",
@@ -187,6 +226,7 @@ def _apply(
         ),
     )
     conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (visible_at,))
+    return Run(*values)
 
 
 def get_row(conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
@@ -195,6 +235,57 @@ def get_row(conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
         (agent_id, run_id),
     ).fetchone()
     return Run(*row) if row else None
+
+
+@dataclass
+class _Registration:
+    agent_id: str
+    key: str
+    record: dict[str, Any]
+    run: Run | None = None
+    error: BaseException | None = None
+    done: bool = field(default=False)
+
+
+class _GroupCommit:
+    """Index the runs of concurrent deliveries of one process in one transaction.
+
+    Each delivery's record is already durable (written outside every lock, so the
+    fsyncs of concurrent deliveries overlap). A delivery then queues its registration
+    and waits for the leader lock; whoever holds it indexes everything queued so far
+    in one write transaction, so N waiting deliveries share one lock round and one
+    SQLite commit instead of queueing N times.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._leader = threading.Lock()
+        self._queue: list[_Registration] = []
+
+    def register(self, runs: Runs, item: _Registration) -> Run:
+        with self._mutex:
+            self._queue.append(item)
+        with self._leader:
+            if not item.done:
+                with self._mutex:
+                    batch, self._queue = self._queue, []
+                runs._register_batch(batch)
+        if item.error is not None:
+            raise item.error
+        assert item.run is not None
+        return item.run
+
+
+_GROUPS: weakref.WeakKeyDictionary[index.Index, _GroupCommit] = weakref.WeakKeyDictionary()
+_GROUPS_LOCK = threading.Lock()
+
+
+def _group(store: Store) -> _GroupCommit:
+    with _GROUPS_LOCK:
+        group = _GROUPS.get(store.index)
+        if group is None:
+            group = _GROUPS[store.index] = _GroupCommit()
+        return group
 
 
 class Runs:
@@ -206,16 +297,21 @@ class Runs:
 
     # ---- events ------------------------------------------------------------------
 
-    def _catch_up(self, conn: sqlite3.Connection, agent_id: str, run_id: str) -> int:
-        row = get_row(conn, agent_id, run_id)
+    def _follow(
+        self, conn: sqlite3.Connection, agent_id: str, run_id: str, row: Run | None
+    ) -> Run | None:
+        """Apply the run's event files after ``row`` (its indexed state) to the index."""
         seq = row.events if row else 0
         while True:
             try:
                 data = self.backend.get(event_key(agent_id, run_id, seq + 1))
             except MissingObject:
-                return seq
-            _apply(conn, agent_id, run_id, seq + 1, json.loads(data))
+                return row
+            row = _apply(conn, agent_id, run_id, seq + 1, json.loads(data), row)
             seq += 1
+
+    def _catch_up(self, conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
+        return self._follow(conn, agent_id, run_id, get_row(conn, agent_id, run_id))
 
     def append(
         self,
@@ -223,18 +319,34 @@ class Runs:
         run_id: str,
         make: Callable[[Run | None], dict[str, Any] | None],
     ) -> Run | None:
-        """Append the event ``make(current run)`` returns (None: nothing to append)."""
+        """Append the event ``make(current run)`` returns (None: nothing to append).
+
+        Optimistic, like a commit: ``make`` sees the run after its n events, and the
+        event is published as event n + 1 with create-if-absent, so of two racing
+        appenders exactly one wins and the other decides again on the new state. The
+        durable write happens outside the index's write lock (which other writers,
+        deliveries among them, would otherwise wait on through its fsyncs); the lock
+        is taken only to index the event.
+        """
         for _ in range(50):
-            with self.store.index.write() as conn:
-                seq = self._catch_up(conn, agent_id, run_id)
-                event = make(get_row(conn, agent_id, run_id))
-                if event is None:
-                    return get_row(conn, agent_id, run_id)
-                event.setdefault("at", now_us())
-                body = json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
-                if self.backend.put_if_absent(event_key(agent_id, run_id, seq + 1), body):
-                    _apply(conn, agent_id, run_id, seq + 1, event)
-                    return get_row(conn, agent_id, run_id)
+            row = self._current(agent_id, run_id)
+            if row is None:  # unknown to the index, or an event file not indexed yet
+                with self.store.index.write() as conn:
+                    row = self._catch_up(conn, agent_id, run_id)
+            event = make(row)
+            if event is None or row is None:
+                # An unknown run gets no event: its event 1 is its delivery record.
+                return row
+            event.setdefault("at", now_us())
+            seq = row.events + 1
+            if self.backend.put_if_absent(event_key(agent_id, run_id, seq), _event_bytes(event)):
+                with self.store.index.write() as conn:
+                    current = get_row(conn, agent_id, run_id)
+                    if current is not None and current.events == seq - 1:
+                        current = _apply(conn, agent_id, run_id, seq, event, current)
+                    run = self._follow(conn, agent_id, run_id, current)
+                assert run is not None
+                return run
         raise Conflict("run changed concurrently too often; retry")
 
     def retry(self, agent_id: str, run_id: str) -> Run:
@@ -260,10 +372,19 @@ class Runs:
             raise Conflict(f"run is {status}; only a failed run can be retried", field="runId")
         return run
 
-    def get(self, agent_id: str, run_id: str) -> Run:
-        with self.store.index.write() as conn:
-            self._catch_up(conn, agent_id, run_id)
+    def _current(self, agent_id: str, run_id: str) -> Run | None:
+        """The run as indexed, if no event file is newer (no write lock needed)."""
+        with self.store.index.read() as conn:
             row = get_row(conn, agent_id, run_id)
+        if row is not None and not self.backend.exists(event_key(agent_id, run_id, row.events + 1)):
+            return row
+        return None
+
+    def get(self, agent_id: str, run_id: str) -> Run:
+        row = self._current(agent_id, run_id)
+        if row is None:
+            with self.store.index.write() as conn:
+                row = self._catch_up(conn, agent_id, run_id)
         if row is None:
             raise NotFound(f"run {run_id!r} of agent {agent_id!r} does not exist", field="runId")
         return row
@@ -280,6 +401,45 @@ class Runs:
         max_attempts: int,
     ) -> tuple[Run, bool]:
         """The run of this webhook id: created now (True) or the one that exists (False)."""
+        known = self.known(agent_id, trigger_id, webhook_id)
+        if known is not None:
+            return known, False
+        return self.create(agent_id, trigger_id, webhook_id, body, content_type, max_attempts)
+
+    def known(
+        self, agent_id: str, trigger_id: str, webhook_id: str, *, wait: bool = True
+    ) -> Run | None:
+        """The run of an id delivered before, if any: a retry is answered from its record
+        without writing (and fsyncing) a temp file that put_if_absent would throw away.
+
+        With ``wait=False`` it only reads (no lock, no fsync: cheap enough for the
+        server's event loop) and answers None also for a record whose run is not indexed
+        yet (its first delivery is a moment from doing so): ``deliver`` then waits."""
+        key = delivery_key(agent_id, trigger_id, webhook_id)
+        try:
+            data = self.backend.get(key)
+        except MissingObject:
+            return None
+        record = json.loads(data)
+        run = self._current(agent_id, record["runId"])
+        if run is None and wait:
+            run = self.register(agent_id, key, record)
+        return run
+
+    def create(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        webhook_id: str,
+        body: bytes,
+        content_type: str,
+        max_attempts: int,
+    ) -> tuple[Run, bool]:
+        """Create the delivery record (the one durable file of a new delivery) and index
+        its run; when a racing delivery of the same id created it first, its run.
+
+        ``put_if_absent`` decides between racing deliveries (threads, workers, processes).
+        """
         key = delivery_key(agent_id, trigger_id, webhook_id)
         record = {
             "webhookId": webhook_id,
@@ -290,38 +450,56 @@ class Runs:
             "maxAttempts": max_attempts,
             "body": base64.b64encode(body).decode(),
         }
-        # A retry of a known id is answered from the record without writing (and
-        # fsyncing) a temp file that put_if_absent would then throw away.
-        created = not self.backend.exists(key) and self.backend.put_if_absent(
-            key, json.dumps(record).encode()
-        )
-        if not created:
-            record = json.loads(self.backend.get(key))
-        return self.register(agent_id, key, record), created
+        if self.backend.put_if_absent(key, json.dumps(record).encode()):
+            return self.register(agent_id, key, record), True
+        won = json.loads(self.backend.get(key))  # a racing delivery of the same id
+        run = self._current(agent_id, won["runId"])
+        return (run if run is not None else self.register(agent_id, key, won)), False
 
     def register(self, agent_id: str, key: str, record: dict[str, Any]) -> Run:
-        """Write the run's first event from its delivery record (same bytes from anyone)."""
-        event = {
-            "type": "created",
-            "at": int(record["receivedAt"]),
-            "triggerId": record["triggerId"],
-            "webhookId": record["webhookId"],
-            "maxAttempts": int(record["maxAttempts"]),
-            "deliveryKey": key,
-        }
-        run_id = record["runId"]
-        # Every writer of this event writes the same bytes, so it is published before
-        # taking the index's write lock (its fsyncs would otherwise hold up all writers);
-        # under the lock it is only applied.
-        body = json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
-        first = event_key(agent_id, run_id, 1)
-        if not self.backend.exists(first):
-            self.backend.put_if_absent(first, body)
-        with self.store.index.write() as conn:
-            self._catch_up(conn, agent_id, run_id)
-            run = get_row(conn, agent_id, run_id)
+        """Index the run of a delivery record (idempotent; batched with concurrent ones)."""
+        return _group(self.store).register(self, _Registration(agent_id, key, record))
+
+    def _register_in(self, conn: sqlite3.Connection, item: _Registration) -> Run:
+        run_id = item.record["runId"]
+        row = get_row(conn, item.agent_id, run_id)
+        if row is None:
+            try:  # published by collect (or by memfs before records were event 1)
+                first = json.loads(self.backend.get(event_key(item.agent_id, run_id, 1)))
+            except MissingObject:
+                first = created_event(item.key, item.record)
+            row = _apply(conn, item.agent_id, run_id, 1, first, None)
+        run = self._follow(conn, item.agent_id, run_id, row)
         assert run is not None
         return run
+
+    def _register_batch(self, batch: list[_Registration]) -> None:
+        try:
+            try:
+                with self.store.index.write() as conn:
+                    runs = [self._register_in(conn, item) for item in batch]
+                for item, run in zip(batch, runs, strict=True):
+                    item.run = run
+                return
+            except Exception as exc:
+                if len(batch) == 1:
+                    batch[0].error = exc
+                    return
+            # One bad registration must not fail the others: one transaction each.
+            for item in batch:
+                try:
+                    with self.store.index.write() as conn:
+                        item.run = self._register_in(conn, item)
+                except Exception as exc:
+                    item.error = exc
+        except BaseException as exc:
+            for item in batch:
+                if item.run is None and item.error is None:
+                    item.error = exc
+            raise
+        finally:
+            for item in batch:
+                item.done = True
 
     def delivery(self, run: Run) -> dict[str, Any]:
         if run.delivery_key is None:
@@ -340,9 +518,11 @@ class Runs:
     def claim(self, run: Run, owner: dict[str, Any]) -> int | None:
         """Claim the next attempt of a runnable run; its number, or None if someone else did."""
         attempt = run.attempt + 1
-        if not self.backend.put_if_absent(
-            claim_key(run.agent_id, run.run_id, attempt),
-            json.dumps({**owner, "attempt": attempt}).encode(),
+        key = claim_key(run.agent_id, run.run_id, attempt)
+        # Another worker's claim is seen without writing (and fsyncing) a temp file
+        # that put_if_absent would throw away; put_if_absent still decides the race.
+        if self.backend.exists(key) or not self.backend.put_if_absent(
+            key, json.dumps({**owner, "attempt": attempt}).encode()
         ):
             return None
 
@@ -431,9 +611,7 @@ class Runs:
                     record = json.loads(self.backend.get(key))
                 except MissingObject:
                     continue
-                run = self.register(agent.agent_id, key, record)
-                with self.store.index.write() as conn:
-                    self._catch_up(conn, agent.agent_id, run.run_id)
+                self.register(agent.agent_id, key, record)
                 found += 1
             runs_base = f"{_prefix(agent.agent_id)}runs/"
             seen: set[str] = set()
@@ -446,7 +624,12 @@ class Runs:
         return found
 
     def collect(self, now: int, retention_us: int) -> int:
-        """Delete delivery records of finished runs older than the retention."""
+        """Delete delivery records of finished runs older than the retention.
+
+        A record is its run's event 1: that event is first published as its own file
+        (create-if-absent, durable, the same bytes from any collector), then the record
+        is deleted, so a crash at any point leaves the run rebuildable from files.
+        """
         with self.store.index.read() as conn:
             rows = conn.execute(
                 "SELECT agent_id, run_id, delivery_key FROM runs WHERE delivery_key IS NOT NULL"
@@ -454,6 +637,14 @@ class Runs:
                 (now - retention_us,),
             ).fetchall()
         for agent_id, run_id, key in rows:
+            first = event_key(agent_id, run_id, 1)
+            if not self.backend.exists(first):
+                try:
+                    record = json.loads(self.backend.get(key))
+                except MissingObject:
+                    record = None  # another collector deleted it, after publishing event 1
+                if record is not None:
+                    self.backend.put_if_absent(first, _event_bytes(created_event(key, record)))
             self.backend.delete(key)
             with self.store.index.write() as conn:
                 conn.execute(

@@ -15,12 +15,13 @@ import logging
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from memfs import content as contentlib
-from memfs import index, layout, paths
+from memfs import durable, index, layout, paths
 from memfs.backend import Backend, LocalBackend, MissingObject
 from memfs.commits import (
     CREATED,
@@ -84,6 +85,7 @@ class CommitResult:
 
     revision: int
     commit: Commit | None
+    row: MemoryRow | None = None  # the memory asked for by ``read_back``, after the commit
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,17 @@ class _Plan:
     after: dict[str, str | None] = field(default_factory=dict)  # path → sha (None: gone)
     # Folders holding a path this plan writes: each path is added once, never undone.
     folders: set[str] = field(default_factory=set)
+    # Index rows read while planning (None: no live memory), so each is read once.
+    rows: dict[str, MemoryRow | None] = field(default_factory=dict)
+
+
+# Empty files each ``memfs serve`` process keeps ready for its writes (durable.Spares):
+# enough for a burst of commits while the background thread makes more.
+SERVER_SPARES = 64
+
+
+def _read(conn: index.Connection, agent_id: str, path: str | None) -> MemoryRow | None:
+    return index.memory(conn, agent_id, path) if path is not None else None
 
 
 class Store:
@@ -139,14 +152,29 @@ class Store:
         *,
         backend: Backend | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        spares: int = 0,
     ) -> None:
+        """``spares``: empty files to keep ready for this process's writes (a long-running
+        server's commits then skip the kernel's inode allocation; see ``durable.Spares``)."""
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
+        self._spares = durable.Spares(layout.spares_dir(data_dir), spares) if spares else None
+        self.backend: Backend = (
+            backend if backend is not None else LocalBackend(data_dir, spares=self._spares)
+        )
         self.index = Index(layout.index_path(data_dir))
         self.memory_bytes = memory_bytes
+        # Publishes log entries while the committing thread indexes them (made on first
+        # use, and again after close: a closed Store reopens what it needs, as the index).
+        self._publisher: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
+        if self._spares is not None:
+            self._spares.close()
+            self._spares = None
+        if self._publisher is not None:
+            self._publisher.shutdown()
+            self._publisher = None
         self.index.close()
 
     # ---- agents ----------------------------------------------------------------
@@ -261,14 +289,14 @@ class Store:
     ) -> WriteResult:
         """Write one memory. Identical content is a no-op that answers the current version."""
         path = paths.memory_path(path)
-        result = self.apply(
+        result = self._commit(
             agent_id,
             [Put(path, data, if_match=if_match, create_only=create_only)],
             actor=actor,
             message=message,
+            read_back=path,
         )
-        with self.index.read() as conn:
-            row = index.memory(conn, agent_id, path)
+        row = result.row
         assert row is not None
         created = result.commit is not None and result.commit.changes[0].operation == CREATED
         return WriteResult(created, row, result.revision, result.commit is not None)
@@ -312,16 +340,32 @@ class Store:
         actor: str,
         message: str,
         agent_name: str | None = None,
+        read_back: str | None = None,
     ) -> CommitResult:
+        """Commit ``ops``; with ``read_back``, also the index row of that path afterwards,
+        read in the same transaction."""
         paths.agent_id(agent_id)
         ops = [_validated(op) for op in ops]
-        for _attempt in range(_RACE_RETRIES):
+        for attempt in range(_RACE_RETRIES):
+            # The first attempt plans on the index's head without probing the log for
+            # entries past it (a crashed writer's, another node's): creating the next
+            # entry is that probe. An answer that writes nothing (a no-op or a refusal)
+            # is checked by looking, and judged again on the caught-up head if stale.
+            behind: int | None = None
             try:
                 with self.index.write() as conn:
-                    row = self._catch_up(conn, _require_agent(conn, agent_id))
+                    row = _require_agent(conn, agent_id)
+                    if attempt:
+                        row = self._catch_up(conn, row)
+                    else:
+                        behind = row.revision
                     plan = self._plan(conn, agent_id, ops)
                     if not plan.changes and agent_name is None:
-                        return CommitResult(row.revision, None)
+                        if behind is not None and self._has_entry(agent_id, behind + 1):
+                            raise _LostRace
+                        return CommitResult(
+                            row.revision, None, _read(conn, agent_id, read_back)
+                        )
                     for change in plan.changes:
                         if change.after is not None and change.content is None:
                             key = layout.blob_key(agent_id, change.after)
@@ -337,13 +381,37 @@ class Store:
                         agent_name=agent_name,
                     )
                     key = layout.log_key(agent_id, commit.revision)
-                    if not self.backend.put_if_absent(key, commit.to_bytes()):
+                    # The entry's fsyncs wait on the disk while this thread indexes the
+                    # commit; the index transaction commits only once the entry is
+                    # durable and ours (a lost race rolls it back). The working tree is
+                    # then brought to the commit while the transaction commits, and
+                    # before the commit is answered.
+                    if self._publisher is None:
+                        self._publisher = ThreadPoolExecutor(1, "memfs-publish")
+                    published = self._publisher.submit(
+                        self.backend.put_if_absent, key, commit.to_bytes()
+                    )
+                    try:
+                        index.apply_commit(conn, commit, ts, plan.contents)
+                    finally:
+                        won = published.result()
+                    if not won:
                         raise _LostRace
-                    self._record(conn, commit, ts, plan.contents)
-                    return CommitResult(commit.revision, commit)
+                    tree = self._publisher.submit(self._update_tree, commit, plan.contents)
+                    try:
+                        result = CommitResult(
+                            commit.revision, commit, _read(conn, agent_id, read_back)
+                        )
+                    except BaseException:
+                        tree.result()
+                        raise
+                tree.result()
+                return result
             except _LostRace:
                 continue
             except MemfsError:
+                if behind is not None and self._has_entry(agent_id, behind + 1):
+                    continue
                 # The refusal rolled back the catch-up it was judged after; apply it
                 # again so readers see the head that the refusal saw.
                 self.sync(agent_id)
@@ -354,7 +422,10 @@ class Store:
         self, conn: index.Connection, commit: Commit, visible_at: int, contents: dict[str, bytes]
     ) -> None:
         index.apply_commit(conn, commit, visible_at, contents)
-        tree = WorkTree(layout.worktree_root(self.data_dir, commit.agent_id))
+        self._update_tree(commit, contents)
+
+    def _update_tree(self, commit: Commit, contents: dict[str, bytes]) -> None:
+        tree = WorkTree(layout.worktree_root(self.data_dir, commit.agent_id), spares=self._spares)
         for change in commit.changes:
             try:
                 data = contents.get(change.after) if change.after else None
@@ -384,6 +455,13 @@ class Store:
         assert fresh is not None
         return fresh
 
+    def _has_entry(self, agent_id: str, revision: int) -> bool:
+        try:
+            self.backend.get(layout.log_key(agent_id, revision))
+        except MissingObject:
+            return False
+        return True
+
     def _contents(self, commit: Commit) -> dict[str, bytes]:
         contents: dict[str, bytes] = {}
         for change in commit.changes:
@@ -408,10 +486,18 @@ class Store:
                 self._plan_move(conn, agent_id, plan, op)
         return plan
 
+    def _row(
+        self, conn: index.Connection, agent_id: str, plan: _Plan, path: str
+    ) -> MemoryRow | None:
+        """The index row of ``path`` before this plan (cached for the plan)."""
+        if path not in plan.rows:
+            plan.rows[path] = index.memory(conn, agent_id, path)
+        return plan.rows[path]
+
     def _current(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> str | None:
         if path in plan.after:
             return plan.after[path]
-        row = index.memory(conn, agent_id, path)
+        row = self._row(conn, agent_id, plan, path)
         return row.sha256 if row else None
 
     def _check_place(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> None:
@@ -419,8 +505,10 @@ class Store:
         pending_below = path in plan.folders
         if pending_below or index.is_folder(conn, agent_id, path):
             raise Conflict(f"{path} is a folder; a memory can't have the same name", field="path")
-        for folder in paths.parent_folders(path):
-            if self._current(conn, agent_id, plan, folder) is not None:
+        folders = paths.parent_folders(path)
+        live = index.live_paths(conn, agent_id, [f for f in folders if f not in plan.after])
+        for folder in folders:
+            if plan.after.get(folder) is not None or folder in live:
                 raise Conflict(
                     f"{folder} is a memory, so it can't be a folder for {path}", field="path"
                 )
@@ -442,8 +530,11 @@ class Store:
         if change.after is not None and data is not None:
             plan.contents[change.after] = data
 
-    def _next_version(self, conn: index.Connection, agent_id: str, path: str) -> int:
-        return index.last_version(conn, agent_id, path) + 1
+    def _next_version(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> int:
+        row = self._row(conn, agent_id, plan, path)
+        if row is not None:  # a live memory's version is its path's newest
+            return row.version + 1
+        return index.last_version(conn, agent_id, path) + 1  # after a delete, if any
 
     def _plan_put(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Put) -> None:
         parsed = contentlib.parse(op.content, limit=self.memory_bytes)
@@ -460,7 +551,7 @@ class Store:
         change = Change(
             path=op.path,
             operation=MODIFIED if current is not None else CREATED,
-            version=self._next_version(conn, agent_id, op.path),
+            version=self._next_version(conn, agent_id, plan, op.path),
             before=current,
             after=parsed.sha256,
             size=parsed.size,
@@ -479,7 +570,7 @@ class Store:
         change = Change(
             path=op.path,
             operation=DELETED,
-            version=self._next_version(conn, agent_id, op.path),
+            version=self._next_version(conn, agent_id, plan, op.path),
             before=current,
             after=None,
         )
@@ -506,7 +597,7 @@ class Store:
             Change(
                 path=op.src,
                 operation=RENAMED,
-                version=self._next_version(conn, agent_id, op.src),
+                version=self._next_version(conn, agent_id, plan, op.src),
                 before=current,
                 after=None,
                 renamed_to=op.dst,
@@ -521,7 +612,7 @@ class Store:
             Change(
                 path=op.dst,
                 operation=RENAMED,
-                version=self._next_version(conn, agent_id, op.dst),
+                version=self._next_version(conn, agent_id, plan, op.dst),
                 before=None,
                 after=current,
                 size=len(data),

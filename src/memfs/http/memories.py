@@ -7,11 +7,10 @@ import json
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import paths, render
+from memfs import index, paths, render
 from memfs.auth import header_text
 from memfs.errors import InvalidRequest
 from memfs.http.context import Ctx, only_fields
-from memfs.index import FolderEntry
 from memfs.tokens import query_digest
 
 RAW_TYPES = ("text/markdown", "text/plain", "text/x-markdown")
@@ -53,24 +52,47 @@ async def list_memories(ctx: Ctx) -> Response:
         after = ctx.services.signer.decode(cursor, "memories", agent_id, digest, field="cursor")
         if not isinstance(after, str):
             raise InvalidRequest("cursor is not valid here", field="cursor")
+    page = _listing_page(ctx, agent_id, folder, after, limit, depth_one, filters)
+    total = None
+    if include_total:
+        total = ctx.store.count_memories(agent_id, folder, depth_one=depth_one, filters=filters)
+    next_cursor = None
+    if page.more:
+        next_cursor = ctx.services.signer.encode("memories", agent_id, digest, page.last)
+    return Response(
+        render.listing_page_body(page, total, next_cursor), media_type="application/json"
+    )
+
+
+def _listing_page(
+    ctx: Ctx,
+    agent_id: str,
+    folder: str,
+    after: str | None,
+    limit: int,
+    depth_one: bool,
+    filters: list[tuple[str, str]],
+) -> index.ListingJson:
+    """The page with its JSON written by SQLite (no Python object per memory), or by
+    ``render`` from the store's rows for an unknown agent (its 404) or a page SQLite
+    can't write."""
+    with ctx.store.index.read() as conn:
+        if index.agent(conn, agent_id) is not None:
+            page = index.list_memories_json(
+                conn,
+                agent_id,
+                folder,
+                after=after,
+                limit=limit,
+                depth_one=depth_one,
+                filters=filters,
+            )
+            if page is not None:
+                return page
     items, more = ctx.store.list_memories(
         agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
     )
-    body: dict[str, object] = {
-        "memories": [render.listing_json(i) for i in items if not isinstance(i, FolderEntry)],
-        "folders": [i.path for i in items if isinstance(i, FolderEntry)],
-    }
-    if include_total:
-        body["total"] = ctx.store.count_memories(
-            agent_id, folder, depth_one=depth_one, filters=filters
-        )
-    next_cursor = None
-    if more:
-        last = items[-1]
-        position = last.path + "/" if isinstance(last, FolderEntry) else last.path
-        next_cursor = ctx.services.signer.encode("memories", agent_id, digest, position)
-    body["nextCursor"] = next_cursor
-    return JSONResponse(body)
+    return render.listing_page(items, more)
 
 
 async def get_memory(ctx: Ctx) -> Response:

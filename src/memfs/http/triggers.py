@@ -78,14 +78,21 @@ async def deliver(ctx: Ctx) -> Response:
     now = time.time()
     webhook_id = verify(
         trigger.live_secrets(int(now * 1_000_000)),
-        dict(ctx.request.headers),
+        ctx.request.headers,
         body,
         now=now,
         tolerance_seconds=settings.webhook_tolerance_seconds,
     )
+    runs = _runs(ctx)
+    # A retry of an indexed id needs reads only: answered here, without a thread hop.
+    known = runs.known(agent_id, trigger.trigger_id, webhook_id, wait=False)
+    if known is not None:
+        return JSONResponse(known.to_json(), status_code=200)
     media = ctx.request.headers.get("content-type", "application/octet-stream")[:256]
+    # The durable record is written in a worker thread, so the fsyncs of concurrent
+    # deliveries overlap (and their index rows share a transaction).
     run, created = await run_in_threadpool(
-        _runs(ctx).deliver,
+        runs.deliver,
         agent_id,
         trigger.trigger_id,
         webhook_id,
