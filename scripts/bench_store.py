@@ -46,7 +46,7 @@ from benchkit import quantile as pct
 
 from memfs import maintenance
 from memfs.index import FolderEntry
-from memfs.store import SERVER_SPARES, Put, Store
+from memfs.store import Put, Store
 
 ACTOR = "bench"
 PER_TOPIC = 100  # memories per second-level folder
@@ -110,18 +110,6 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _durable_publish(fd: int, tmp: Path, final: Path, data: bytes) -> None:
-    """Write ``data`` through ``fd`` (open on ``tmp``), fsync, rename to ``final``,
-    fsync its folder."""
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, final)
-    _fsync_dir(final.parent)
-
-
 def floor_writes(folder: Path, n: int, start: int, tree: Path | None = None) -> float:
     """Seconds for ``n`` raw durable 2 KiB writes: temp + fsync + rename + dir fsync.
 
@@ -133,7 +121,13 @@ def floor_writes(folder: Path, n: int, start: int, tree: Path | None = None) -> 
     for i in range(start, start + n):
         tmp = folder / f".tmp-{secrets.token_hex(8)}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        _durable_publish(fd, tmp, folder / f"{i:08d}", data)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, folder / f"{i:08d}")
+        _fsync_dir(folder)
         if tree is not None:
             tmp = tree / f".tmp-{secrets.token_hex(8)}"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -142,21 +136,6 @@ def floor_writes(folder: Path, n: int, start: int, tree: Path | None = None) -> 
             finally:
                 os.close(fd)
             os.rename(tmp, tree / f"{i:08d}.md")
-    return time.perf_counter() - began
-
-
-def spare_floor_writes(folder: Path, spares: Path, n: int, start: int) -> float:
-    """The floor with its temp files made beforehand (as ``durable.Spares`` does for a
-    server): open an existing empty file + write + fsync + rename + dir fsync."""
-    data = two_kib_memory(start)
-    names = []
-    for _ in range(n):
-        name = spares / f".tmp-{secrets.token_hex(8)}"
-        os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        names.append(name)
-    began = time.perf_counter()
-    for i, tmp in zip(range(start, start + n), names, strict=True):
-        _durable_publish(os.open(tmp, os.O_WRONLY), tmp, folder / f"{i:08d}", data)
     return time.perf_counter() - began
 
 
@@ -173,83 +152,55 @@ def store_writes(store: Store, agent: str, n: int, start: int) -> float:
 def bench_commit_rate(root: Path, report: Report, rounds: int, per_round: int) -> None:
     say(
         f"\n[1] durable commit rate: {rounds} rounds of {per_round} writes of each kind, "
-        "the kinds alternating every 10 writes"
+        "floor / two-file floor / Store.write alternating every 10 writes"
     )
     floor_dir, pair_dir, pair_tree = root / "floor", root / "pair", root / "pair-tree"
-    spare_dir, spare_pool = root / "spare-floor", root / "spare-pool"
-    for folder in (floor_dir, pair_dir, pair_tree, spare_dir, spare_pool):
+    for folder in (floor_dir, pair_dir, pair_tree):
         folder.mkdir()
-    # As `memfs serve` runs it: with spare files kept ready by a background thread.
-    store = Store(root / "commit-store", spares=SERVER_SPARES)
-    # As a one-shot CLI command runs it: every temp file created on the commit path.
-    plain = Store(root / "commit-plain")
+    store = Store(root / "commit-store")
     agent = "bench/commit"
     store.create_agent(agent)
-    plain.create_agent(agent)
-    kinds: list[tuple[str, Callable[[int, int], float]]] = [
-        ("floor", lambda n, start: floor_writes(floor_dir, n, start)),
-        ("two-file floor", lambda n, start: floor_writes(pair_dir, n, start, pair_tree)),
-        ("spare floor", lambda n, start: spare_floor_writes(spare_dir, spare_pool, n, start)),
-        ("Store.write", lambda n, start: store_writes(store, agent, n, start)),
-        ("Store.write (no spares)", lambda n, start: store_writes(plain, agent, n, start)),
-    ]
     # Warm up every path (imports, first directories, SQLite schema pages).
-    for _name, run in kinds:
-        run(20, 10**7)
-    rates: dict[str, list[float]] = {name: [] for name, _run in kinds}
-    block = 10  # the kinds alternate every 10 writes so they share the disk's mood
+    floor_writes(floor_dir, 20, 10**7)
+    floor_writes(pair_dir, 20, 10**7, pair_tree)
+    store_writes(store, agent, 20, 10**7)
+    floor_rates: list[float] = []
+    pair_rates: list[float] = []
+    store_rates: list[float] = []
+    block = 10  # the three kinds alternate every 10 writes so they share the disk's mood
     for r in range(rounds):
-        spent = dict.fromkeys(rates, 0.0)
+        spent = [0.0, 0.0, 0.0]
         for k in range(per_round // block):
             start = r * per_round + k * block
-            for name, run in kinds:
-                spent[name] += run(block, start)
+            spent[0] += floor_writes(floor_dir, block, start)
+            spent[1] += floor_writes(pair_dir, block, start, pair_tree)
+            spent[2] += store_writes(store, agent, block, start)
         done = block * (per_round // block)
-        for name in rates:
-            rates[name].append(done / spent[name])
+        floor_rates.append(done / spent[0])
+        pair_rates.append(done / spent[1])
+        store_rates.append(done / spent[2])
         say(
-            f"    round {r + 1}: "
-            + "  ".join(f"{name} {rates[name][-1]:.0f}/s" for name in rates)
-            + f"  ratio {rates['Store.write'][-1] / rates['floor'][-1]:.2f}"
+            f"    round {r + 1}: floor {floor_rates[-1]:.0f}/s  "
+            f"two-file floor {pair_rates[-1]:.0f}/s  "
+            f"Store.write {store_rates[-1]:.0f}/s  ratio {store_rates[-1] / floor_rates[-1]:.2f}"
         )
-
-    def ratios(of: str, to: str) -> list[float]:
-        return [s / f for s, f in zip(rates[of], rates[to], strict=True)]
-
-    report.add("1. raw durable-write floor (2 KiB)", f"{p50(rates['floor']):.0f} writes/s (median)")
+    ratios = [s / f for s, f in zip(store_rates, floor_rates, strict=True)]
+    ratio = p50(ratios)
+    pair_ratios = [s / f for s, f in zip(store_rates, pair_rates, strict=True)]
+    report.add("1. raw durable-write floor (2 KiB)", f"{p50(floor_rates):.0f} writes/s (median)")
     report.add(
         "1. two-file floor (durable 2 KiB + plain 2 KiB file)",
-        f"{p50(rates['two-file floor']):.0f} writes/s (median)",
+        f"{p50(pair_rates):.0f} writes/s (median)",
     )
-    report.add(
-        "1. spare floor (the floor into a file made beforehand)",
-        f"{p50(rates['spare floor']):.0f} writes/s (median)",
-    )
-    report.add(
-        "1. Store.write, 2 KiB, sequential (spares, as memfs serve)",
-        f"{p50(rates['Store.write']):.0f} commits/s (median)",
-    )
-    report.add(
-        "1. Store.write, 2 KiB, sequential (no spares, as a CLI command)",
-        f"{p50(rates['Store.write (no spares)']):.0f} commits/s (median)",
-    )
-    main_ratios = ratios("Store.write", "floor")
-    ratio = p50(main_ratios)
+    report.add("1. Store.write, 2 KiB, sequential", f"{p50(store_rates):.0f} commits/s (median)")
     report.add(
         "1. commit rate / floor",
-        f"{ratio:.2f}x (median of per-round ratios; "
-        f"range {min(main_ratios):.2f}-{max(main_ratios):.2f})",
+        f"{ratio:.2f}x (median of per-round ratios; range {min(ratios):.2f}-{max(ratios):.2f})",
         ">= 0.5x",
         ratio >= 0.5,
     )
-    for label, of, to in (
-        ("commit rate / spare floor", "Store.write", "spare floor"),
-        ("commit rate / two-file floor", "Store.write", "two-file floor"),
-        ("commit rate without spares / floor", "Store.write (no spares)", "floor"),
-    ):
-        report.add(f"1. {label}", f"{p50(ratios(of, to)):.2f}x (informational)")
+    report.add("1. commit rate / two-file floor", f"{p50(pair_ratios):.2f}x (informational)")
     store.close()
-    plain.close()
 
 
 # ---- 2 & 3. listing and reading at growing sizes -----------------------------------

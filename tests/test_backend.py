@@ -19,25 +19,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memfs.backend import Backend, LocalBackend, MemoryBackend, MissingObject
-from memfs.durable import TEMP_PREFIX, Spares
+from memfs.durable import TEMP_PREFIX
 
 
 def _utf8_sorted(keys: list[str] | set[str]) -> list[str]:
     return sorted(keys, key=lambda k: k.encode())
 
 
-@pytest.fixture(params=["memory", "local", "local-spares"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+@pytest.fixture(params=["memory", "local"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     if request.param == "memory":
-        yield MemoryBackend()
-    elif request.param == "local":
-        yield LocalBackend(tmp_path / "objects")
-    else:  # as a server runs it: temp files made ahead of need by a background thread
-        spares = Spares(tmp_path / "objects" / "spares", 4)
-        try:
-            yield LocalBackend(tmp_path / "objects", spares=spares)
-        finally:
-            spares.close()
+        return MemoryBackend()
+    return LocalBackend(tmp_path / "objects")
 
 
 # ---- the contract -----------------------------------------------------------------
@@ -231,7 +224,6 @@ _COMMON = textwrap.dedent(
     import hashlib, json, os, sys, time
     from pathlib import Path
     from memfs.backend import LocalBackend, MissingObject
-    from memfs.durable import Spares
 
     SIZE = {size}
     ROUNDS = {rounds}
@@ -256,9 +248,7 @@ _WRITER = _COMMON + textwrap.dedent(
     """
     root, i, sync = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     data = payload(i)
-    # Half the writers publish from spare files made ahead of need, as a server does.
-    spares = Spares(Path(root) / "spares", 2) if i % 2 else None
-    backend = LocalBackend(Path(root), spares=spares)
+    backend = LocalBackend(Path(root))
     os.nice(5)  # on a busy machine the reader, not the writers, should get the CPU
     results = []
     for r in range(ROUNDS):
@@ -266,8 +256,6 @@ _WRITER = _COMMON + textwrap.dedent(
         wait_for(os.path.join(sync, f"go-{r}"))
         results.append(backend.put_if_absent(key(r), data))
         Path(sync, f"done-{i}-{r}").touch()
-    if spares is not None:
-        spares.close()
     print(json.dumps(results))
     """
 )

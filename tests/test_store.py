@@ -220,6 +220,25 @@ def test_write_create_then_update(store: Store, agent: str) -> None:
     assert memory.created_at == first.memory.created_at < memory.updated_at
 
 
+def test_a_write_answers_the_row_the_index_then_holds(store: Store, agent: str) -> None:
+    """What a write answers (PUT's body) is what a listing shows afterwards, for a
+    create, an update with new metadata, a recreate after a delete, and a no-op."""
+    steps = [
+        b"---\ndescription: d1\nteam: core\n---\none",
+        b"---\ndescription: d2\nrank: 2\n---\ntwo",
+        None,
+        b"three",
+        b"three",
+    ]
+    for data in steps:
+        if data is None:
+            store.delete(agent, A, actor=ACTOR)
+            continue
+        result = store.write(agent, A, data, actor=ACTOR)
+        listed = [r for r in store.list_memories(agent, limit=10)[0] if r.path == A]
+        assert listed == [result.memory]
+
+
 def test_create_only(store: Store, agent: str) -> None:
     assert store.write(agent, A, b"one", create_only=True, actor=ACTOR).created
     with pytest.raises(PreconditionFailed):

@@ -91,15 +91,14 @@ class MemoryBackend:
 class LocalBackend:
     """Objects as files under ``root``: temp + fsync + ``os.link`` + directory fsync."""
 
-    def __init__(self, root: Path, *, spares: durable.Spares | None = None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.spares = spares  # temp files made ahead of need (a server's), if any
 
     def _path(self, key: str) -> Path:
         return Path(f"{self.root}/{check_key(key)}")
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        return durable.create_new(self._path(key), data, spares=self.spares)
+        return durable.create_new(self._path(key), data)
 
     def get(self, key: str) -> bytes:
         # A plain string join: keys are '/'-separated like POSIX paths, and pathlib's

@@ -134,7 +134,7 @@ class Commit:
 def read_entry(data: bytes | str, *, where: str) -> dict[str, Any]:
     """The JSON document of a log entry, its format checked; raises CorruptionError."""
     try:
-        doc = json.loads(data)
+        doc = json.loads(data.decode() if isinstance(data, bytes) else data)  # UTF-8 only
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
     except ValueError as exc:

@@ -289,19 +289,23 @@ def drop_agent(conn: sqlite3.Connection, agent_id: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
 
 
+# The log summary of an entry: its changes without their inline contents, written by
+# SQLite from the entry's text (the same bytes the live commit and reindex store).
+_SUMMARY = "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
+
+
 def apply_commit(
     conn: sqlite3.Connection,
     commit: Commit,
     visible_at: int,
     contents: dict[str, bytes],
+    entry: bytes,
 ) -> bool:
-    """Record ``commit`` (idempotent); ``contents`` maps sha256 → bytes for the cache."""
+    """Record ``commit``, whose log entry is ``entry`` (idempotent); ``contents`` maps
+    sha256 → bytes for the cache."""
     agent = commit.agent_id
-    summary = [c.to_json() for c in commit.changes]
-    for item in summary:
-        item.pop("content", None)
     inserted = conn.execute(
-        "INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,?)",
+        f"INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,{_SUMMARY})",
         (
             agent,
             commit.revision,
@@ -309,7 +313,7 @@ def apply_commit(
             visible_at,
             commit.actor,
             commit.message,
-            json.dumps(summary, ensure_ascii=False, separators=(",", ":")),
+            entry.decode(),
         ),
     )
     if inserted.rowcount == 0:
@@ -469,11 +473,7 @@ def bulk_load(
                 name = doc["agentName"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
-    conn.executemany(
-        "INSERT INTO commits VALUES(?,?,?,?,?,?,(SELECT json_group_array("
-        "json_remove(value, '$.content')) FROM json_each(?, '$.changes')))",
-        commit_rows,
-    )
+    conn.executemany(f"INSERT INTO commits VALUES(?,?,?,?,?,?,{_SUMMARY})", commit_rows)
     # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
     version_rows.sort(key=operator.itemgetter(1, 2))
     conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)

@@ -12,7 +12,6 @@ agents/<dir>/memories/…                 derived: the working tree
 index.sqlite (+ .lock)                  derived: the index (the .lock file queues writers)
 admin.key, token.key                    generated secrets, mode 0600
 work/<runId>/<attempt>/                 scratch folder of a running command attempt
-spares/.memfs-tmp-spare-<pid>-<hex>     empty temp files a server keeps ready (durable.Spares)
 """
 
 from __future__ import annotations
@@ -64,7 +63,3 @@ def worktree_root(data_dir: Path, agent_id: str) -> Path:
 
 def index_path(data_dir: Path) -> Path:
     return data_dir / "index.sqlite"
-
-
-def spares_dir(data_dir: Path) -> Path:
-    return data_dir / "spares"

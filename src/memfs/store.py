@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from memfs import content as contentlib
-from memfs import durable, index, layout, paths
+from memfs import index, layout, paths
 from memfs.backend import Backend, LocalBackend, MissingObject
 from memfs.commits import (
     CREATED,
@@ -136,13 +136,28 @@ class _Plan:
     rows: dict[str, MemoryRow | None] = field(default_factory=dict)
 
 
-# Empty files each ``memfs serve`` process keeps ready for its writes (durable.Spares):
-# enough for a burst of commits while the background thread makes more.
-SERVER_SPARES = 64
-
-
 def _read(conn: index.Connection, agent_id: str, path: str | None) -> MemoryRow | None:
     return index.memory(conn, agent_id, path) if path is not None else None
+
+
+def _written(plan: _Plan, commit: Commit, path: str | None) -> MemoryRow | None:
+    """The index row ``commit`` gave ``path``, as apply_commit wrote it (None: not one
+    the commit wrote, read it instead)."""
+    for change in commit.changes:
+        if change.path == path and change.after is not None:
+            before = plan.rows.get(path)
+            return MemoryRow(
+                path=path,
+                version=change.version,
+                sha256=change.after,
+                size=change.size,
+                description=change.description,
+                metadata=dict(change.metadata),
+                # An update keeps the memory's created_at (a live row was read to plan it).
+                created_at=before.created_at if before is not None else commit.ts,
+                updated_at=commit.ts,
+            )
+    return None
 
 
 class Store:
@@ -152,16 +167,10 @@ class Store:
         *,
         backend: Backend | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
-        spares: int = 0,
     ) -> None:
-        """``spares``: empty files to keep ready for this process's writes (a long-running
-        server's commits then skip the kernel's inode allocation; see ``durable.Spares``)."""
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        self._spares = durable.Spares(layout.spares_dir(data_dir), spares) if spares else None
-        self.backend: Backend = (
-            backend if backend is not None else LocalBackend(data_dir, spares=self._spares)
-        )
+        self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
         self.index = Index(layout.index_path(data_dir))
         self.memory_bytes = memory_bytes
         # Publishes log entries while the committing thread indexes them (made on first
@@ -169,9 +178,6 @@ class Store:
         self._publisher: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
-        if self._spares is not None:
-            self._spares.close()
-            self._spares = None
         if self._publisher is not None:
             self._publisher.shutdown()
             self._publisher = None
@@ -383,30 +389,26 @@ class Store:
                     key = layout.log_key(agent_id, commit.revision)
                     # The entry's fsyncs wait on the disk while this thread indexes the
                     # commit; the index transaction commits only once the entry is
-                    # durable and ours (a lost race rolls it back). The working tree is
-                    # then brought to the commit while the transaction commits, and
-                    # before the commit is answered.
+                    # durable and ours (a lost race rolls it back).
                     if self._publisher is None:
                         self._publisher = ThreadPoolExecutor(1, "memfs-publish")
-                    published = self._publisher.submit(
-                        self.backend.put_if_absent, key, commit.to_bytes()
-                    )
+                    entry = commit.to_bytes()
+                    published = self._publisher.submit(self.backend.put_if_absent, key, entry)
                     try:
-                        index.apply_commit(conn, commit, ts, plan.contents)
+                        index.apply_commit(conn, commit, ts, plan.contents, entry)
                     finally:
                         won = published.result()
                     if not won:
                         raise _LostRace
-                    tree = self._publisher.submit(self._update_tree, commit, plan.contents)
-                    try:
-                        result = CommitResult(
-                            commit.revision, commit, _read(conn, agent_id, read_back)
-                        )
-                    except BaseException:
-                        tree.result()
-                        raise
-                tree.result()
-                return result
+                    # The tree is brought to the commit before the transaction commits:
+                    # a crash after that commit but before the tree would leave a stale
+                    # tree that no catch-up repairs (the index would be up to date), and
+                    # the next writer of the path would take its file for a hand edit.
+                    self._update_tree(commit, plan.contents)
+                    row_after = _written(plan, commit, read_back)
+                    if row_after is None:
+                        row_after = _read(conn, agent_id, read_back)
+                    return CommitResult(commit.revision, commit, row_after)
             except _LostRace:
                 continue
             except MemfsError:
@@ -419,13 +421,18 @@ class Store:
         raise Conflict("too many concurrent writers; try again")
 
     def _record(
-        self, conn: index.Connection, commit: Commit, visible_at: int, contents: dict[str, bytes]
+        self,
+        conn: index.Connection,
+        commit: Commit,
+        visible_at: int,
+        contents: dict[str, bytes],
+        entry: bytes,
     ) -> None:
-        index.apply_commit(conn, commit, visible_at, contents)
+        index.apply_commit(conn, commit, visible_at, contents, entry)
         self._update_tree(commit, contents)
 
     def _update_tree(self, commit: Commit, contents: dict[str, bytes]) -> None:
-        tree = WorkTree(layout.worktree_root(self.data_dir, commit.agent_id), spares=self._spares)
+        tree = WorkTree(layout.worktree_root(self.data_dir, commit.agent_id))
         for change in commit.changes:
             try:
                 data = contents.get(change.after) if change.after else None
@@ -447,7 +454,7 @@ class Store:
                 break
             commit = Commit.from_bytes(data, where=key)
             visible_at = max(now_us(), index.clock(conn) + 1, commit.ts)
-            self._record(conn, commit, visible_at, self._contents(commit))
+            self._record(conn, commit, visible_at, self._contents(commit), data)
             revision += 1
         if revision == row.revision:
             return row

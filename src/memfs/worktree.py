@@ -18,9 +18,8 @@ from memfs.paths import ROOT
 
 
 class WorkTree:
-    def __init__(self, root: Path, *, spares: durable.Spares | None = None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root  # .../agents/<dir>/memories
-        self.spares = spares
 
     def file(self, path: str) -> Path:
         return self.root.joinpath(*path[len(ROOT) + 1 :].split("/"))
@@ -49,7 +48,7 @@ class WorkTree:
         assert data is not None
         if target.is_dir():
             self._set_aside(target, revision)
-        durable.replace(target, data, durable=False, spares=self.spares)
+        durable.replace(target, data, durable=False)
 
     def _set_aside(self, target: Path, revision: int) -> None:
         aside = target.with_name(f"{target.name}.conflict-r{revision}")

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from memfs.errors import Conflict
-from memfs.store import SERVER_SPARES, Put, Store
+from memfs.store import Put, Store
 
 AGENT = "crash/agent"
 PATHS = [
@@ -51,8 +51,7 @@ def _emit(record: dict[str, object]) -> None:
 def main() -> None:
     data, seed = Path(sys.argv[1]), int(sys.argv[2])
     rng = random.Random(seed)
-    # Odd seeds run as `memfs serve` does, with spare temp files made ahead of need.
-    store = Store(data, spares=SERVER_SPARES if seed % 2 else 0)
+    store = Store(data)
     with contextlib.suppress(Conflict):  # made by an earlier run
         store.create_agent(AGENT)
     store.sync(AGENT)

@@ -28,7 +28,7 @@ from memfs.http.openapi import spec
 from memfs.http.routing import Route, Router
 from memfs.keys import KeyRing, admin_key
 from memfs.runner import Runner
-from memfs.store import SERVER_SPARES, Store
+from memfs.store import Store
 from memfs.tokens import Signer
 
 log = logging.getLogger("memfs.http")
@@ -176,7 +176,7 @@ class MemfsApp:
 
 
 def build(settings: config.Settings) -> MemfsApp:
-    store = Store(settings.data, memory_bytes=settings.memory_bytes, spares=SERVER_SPARES)
+    store = Store(settings.data, memory_bytes=settings.memory_bytes)
     store.sync()  # apply what a crashed writer left in the log before serving
     key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(
