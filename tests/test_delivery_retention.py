@@ -308,3 +308,33 @@ def test_racing_appends_each_land_once_in_order(store: Store, agent: str, runs: 
     maintenance.reindex(store)  # the same 16 events, once each, from the files
     rebuilt = Runs(store).get(agent, run.run_id)
     assert rebuilt.events == after.events and rebuilt.output == after.output
+
+
+def test_due_runs_are_the_oldest_with_work_and_delayed_ones_only_when_due(
+    tmp_path: Path,
+) -> None:
+    """What the executor picks up: queued and running runs (an owner may have died) and
+    delayed runs whose retry time has come, oldest first, at most ``limit``."""
+    store = Store(tmp_path / "data")
+    store.create_agent("a")
+    now = 1_000_000_000
+    made = [  # (run id, status, created_at, next_retry_at)
+        ("q-late", "queued", 900, None),
+        ("d-due", "delayed", 100, now - 1),
+        ("r-mid", "running", 500, None),
+        ("d-later", "delayed", 50, now + 1),  # oldest of all, but not due yet
+        ("q-early", "queued", 200, None),
+        ("s-done", "succeeded", 10, None),
+        ("f-done", "failed", 20, None),
+        ("d-now", "delayed", 700, now),
+    ]
+    with store.index.write() as conn:
+        for run_id, status, created_at, next_retry_at in made:
+            conn.execute(
+                "INSERT INTO runs VALUES(?,?,?,?,?,1,5,?,?,NULL,NULL,NULL,NULL,NULL,2,NULL)",
+                ("a", run_id, "t", run_id, status, next_retry_at, created_at),
+            )
+    runs = Runs(store)
+    assert [r.run_id for r in runs.due(now, 10)] == ["d-due", "q-early", "r-mid", "d-now", "q-late"]
+    assert [r.run_id for r in runs.due(now, 2)] == ["d-due", "q-early"]
+    store.close()

@@ -76,6 +76,7 @@ CREATE TABLE IF NOT EXISTS runs(
   events INTEGER NOT NULL, delivery_key TEXT, PRIMARY KEY(agent_id, run_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, next_retry_at);
+CREATE INDEX IF NOT EXISTS runs_by_status_age ON runs(status, created_at);
 CREATE INDEX IF NOT EXISTS runs_by_creation ON runs(agent_id, created_at, run_id);
 CREATE TABLE IF NOT EXISTS run_steps(
   agent_id TEXT NOT NULL, run_id TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL,

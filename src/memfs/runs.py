@@ -546,14 +546,26 @@ class Runs:
     # ---- queries -------------------------------------------------------------------
 
     def due(self, now: int, limit: int) -> list[Run]:
+        """The oldest ``limit`` runs with work to look at: queued, running (their owner
+        may have died), and delayed ones whose retry time has come.
+
+        One query per status, each read in creation order from an index, then merged:
+        one query with the three ORed sorted every pending run on each poll of the
+        executor (5-8 ms with 5,000 queued)."""
+        wanted = (
+            ("status='queued'", ()),
+            ("status='running'", ()),
+            ("status='delayed' AND next_retry_at<=?", (now,)),
+        )
+        rows: list[Any] = []
         with self.store.index.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM runs WHERE status='queued'"
-                " OR (status='delayed' AND next_retry_at<=?) OR status='running'"
-                " ORDER BY created_at LIMIT ?",
-                (now, limit),
-            ).fetchall()
-        return [Run(*r) for r in rows]
+            for where, params in wanted:
+                rows += conn.execute(
+                    f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at LIMIT ?",
+                    (*params, limit),
+                ).fetchall()
+        runs = sorted((Run(*r) for r in rows), key=lambda run: run.created_at)
+        return runs[:limit]
 
     def list(
         self,
