@@ -16,7 +16,7 @@ import pytest
 
 import memfs.store
 from memfs import layout
-from memfs.commits import CREATED, Change, Commit, parse_ts
+from memfs.commits import CREATED, MODIFIED, Change, Commit, parse_ts
 from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 from memfs.index import MemoryRow
 from memfs.store import Delete, Move, Put, Store
@@ -596,6 +596,58 @@ def test_orphan_log_entry_is_caught_up_by_the_next_write(store: Store, agent: st
         (1, ACTOR),
     ]
     assert_tree_matches(store, agent)
+
+
+def test_answers_that_write_nothing_are_judged_after_an_orphan_entry(
+    store: Store, agent: str
+) -> None:
+    """A commit plans on the index's head without probing the log; a no-op or a refusal
+    must still not be judged on a head an unindexed entry has moved on."""
+    orphan = "/memories/orphan.md"
+    _orphan(store, agent, 1, orphan, b"left behind")
+    # Stale head: the path does not exist, so a delete would be refused with 404.
+    deleted = store.delete(agent, orphan, actor=ACTOR)
+    assert deleted.revision == 2
+    with pytest.raises(NotFound):
+        store.read(agent, orphan)
+    # Stale head: writing the content the path had would be a no-op; it is a change.
+    store.write(agent, A, b"one", actor=ACTOR)  # revision 3
+    _orphan_change(store, agent, 4, A, b"one", b"two")
+    result = store.write(agent, A, b"one", actor=ACTOR)
+    assert result.changed and result.revision == 5
+    assert store.read(agent, A).content == b"one"
+    # Stale head: an If-Match on the old content must fail against the new one.
+    _orphan_change(store, agent, 6, A, b"one", b"three")
+    with pytest.raises(PreconditionFailed):
+        store.write(agent, A, b"four", if_match=sha(b"one"), actor=ACTOR)
+    assert store.read(agent, A).content == b"three"
+    assert_tree_matches(store, agent)
+
+
+def _orphan_change(
+    store: Store, agent_id: str, revision: int, path: str, old: bytes, new: bytes
+) -> None:
+    """Leave a modification of ``path`` as a writer killed after creating it would."""
+    versions = store.versions(agent_id, path)
+    commit = Commit(
+        agent_id=agent_id,
+        revision=revision,
+        ts=store.get_agent(agent_id).last_ts + 1,
+        actor="crashed",
+        message="orphan",
+        changes=(
+            Change(
+                path=path,
+                operation=MODIFIED,
+                version=max(v.version for v in versions) + 1,
+                before=sha(old),
+                after=sha(new),
+                size=len(new),
+                content=new.decode(),
+            ),
+        ),
+    )
+    assert store.backend.put_if_absent(layout.log_key(agent_id, revision), commit.to_bytes())
 
 
 def test_orphan_log_entry_is_caught_up_by_sync(store: Store, agent: str) -> None:

@@ -348,8 +348,8 @@ class Store:
         agent_name: str | None = None,
         read_back: str | None = None,
     ) -> CommitResult:
-        """Commit ``ops``; with ``read_back``, also the index row of that path afterwards,
-        read in the same transaction."""
+        """Commit ``ops``; with ``read_back``, also the index row that path has afterwards
+        (as the commit wrote it, or read in the same transaction)."""
         paths.agent_id(agent_id)
         ops = [_validated(op) for op in ops]
         for attempt in range(_RACE_RETRIES):
@@ -412,8 +412,10 @@ class Store:
             except _LostRace:
                 continue
             except MemfsError:
-                if behind is not None and self._has_entry(agent_id, behind + 1):
-                    continue
+                if behind is not None:
+                    if self._has_entry(agent_id, behind + 1):
+                        continue  # judged on a stale head: judge again after catching up
+                    raise  # judged on the head, and no catch-up was rolled back
                 # The refusal rolled back the catch-up it was judged after; apply it
                 # again so readers see the head that the refusal saw.
                 self.sync(agent_id)
@@ -463,11 +465,7 @@ class Store:
         return fresh
 
     def _has_entry(self, agent_id: str, revision: int) -> bool:
-        try:
-            self.backend.get(layout.log_key(agent_id, revision))
-        except MissingObject:
-            return False
-        return True
+        return self.backend.exists(layout.log_key(agent_id, revision))
 
     def _contents(self, commit: Commit) -> dict[str, bytes]:
         contents: dict[str, bytes] = {}
@@ -594,7 +592,7 @@ class Store:
         if self._current(conn, agent_id, plan, op.dst) is not None:
             raise Conflict(f"{op.dst} already exists", field="newPath")
         data = plan.contents.get(current) or self._read_blob(conn, agent_id, current)
-        row = index.memory(conn, agent_id, op.src)
+        row = self._row(conn, agent_id, plan, op.src)
         description = row.description if row else None
         metadata = row.metadata if row else {}
         self._add(
