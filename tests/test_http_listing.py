@@ -1,8 +1,10 @@
-"""The memory listing's JSON is written by SQLite (``index.list_memories_json``), not
-by Python per memory: it must be exactly what rendering the store's rows gives (same
-fields, values, order, string escapes and timestamps), on data chosen to break that —
-non-ASCII, quotes and backslashes, control characters, NUL, null and empty
-descriptions, paths in tricky byte order, timestamps at the edges of the calendar.
+"""A memory listing page is the listing JSON each memory's index row keeps
+(``index.listing_text``, written when the commit is applied), joined by
+``index.list_memories_json``, not rendered per memory: it must be exactly what
+rendering the store's rows gives (same fields, values, order, string escapes and
+timestamps), on data chosen to break that — non-ASCII, quotes and backslashes,
+control characters, NUL, null and empty descriptions, paths in tricky byte order,
+timestamps at the edges of the calendar — and after an index of schema 1 is upgraded.
 
 The reference is the rendering the listing had before: ``Store.list_memories`` rows
 through ``render.listing_json`` into Starlette's ``JSONResponse`` encoding.
@@ -50,9 +52,11 @@ TRICKY: list[tuple[str, str | None]] = [
     ("/memories/top.md", "description: at the root"),
 ]
 
-# Every timestamp SQLite must write as format_ts does: the epoch, leap days, the last
-# microsecond of years and centuries, the last instant of year 9999.
+# Timestamps at the edges of the calendar: before the epoch, the epoch, leap days, the
+# last microsecond of years and centuries, the last instant of year 9999.
 EDGE_TIMESTAMPS = [
+    -86_400_000_001,  # 1969-12-30T23:59:59.999999Z
+    -1,
     0,
     1,
     999_999,
@@ -179,12 +183,23 @@ def test_tricky_descriptions_come_back_exactly(api: Api) -> None:
 
 
 def _set_updated_at(api: Api, values: dict[str, int]) -> None:
-    """Give memories other timestamps in the (derived) index, as no clock would."""
+    """Give memories other timestamps in the (derived) index, as no clock would: the
+    row as a commit applied at that time leaves it, its listing text included."""
     with api.app.services.store.index.write() as conn:
         for path, micros in values.items():
+            size, sha256, description, version = conn.execute(
+                "SELECT bytes, sha256, description, version FROM memories"
+                " WHERE agent_id=? AND path=?",
+                (AGENT, path),
+            ).fetchone()
             conn.execute(
-                "UPDATE memories SET updated_at=? WHERE agent_id=? AND path=?",
-                (micros, AGENT, path),
+                "UPDATE memories SET updated_at=?, listing=? WHERE agent_id=? AND path=?",
+                (
+                    micros,
+                    index.listing_text(path, size, sha256, description, version, micros),
+                    AGENT,
+                    path,
+                ),
             )
 
 
@@ -200,22 +215,34 @@ def test_timestamps_at_the_edges_of_the_calendar(api: Api) -> None:
     assert format_ts(EDGE_TIMESTAMPS[-1]) == "9999-12-31T23:59:59.999999Z"
 
 
-def test_a_timestamp_sqlite_cannot_write_falls_back_to_python(api: Api) -> None:
-    """Before 1970 SQLite's modulo goes negative: such a page is rendered by Python."""
-    _set_updated_at(api, {"/memories/t/a-b.md": -1, "/memories/t/sub/x.md": -86_400_000_001})
+def test_an_index_of_schema_1_gets_the_listings_when_opened(api: Api, tmp_path: Path) -> None:
+    """An index made before rows kept their listing JSON is upgraded in place when a
+    store opens it: every page is as before, and later commits keep it current."""
     store = api.app.services.store
-    with store.index.read() as conn:
-        for depth_one in (False, True):
-            page = index.list_memories_json(
-                conn, AGENT, "/memories/t", after=None, limit=200, depth_one=depth_one
+    _set_updated_at(api, {"/memories/t/a.md": -1})  # a timestamp before the epoch too
+    with store.index.write() as conn:
+        before = _pages(conn)
+        conn.execute("ALTER TABLE memories DROP COLUMN listing")
+        conn.execute("UPDATE meta SET value=1 WHERE key='schema'")
+    with open_api(tmp_path, page_items=PAGE_ITEMS) as upgraded:  # same data folder
+        ustore = upgraded.app.services.store
+        with ustore.index.read() as conn:
+            assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (
+                index.SCHEMA_VERSION,
             )
-            assert page is None
-    for params in ({"pathPrefix": "t"}, {"pathPrefix": "t", "depth": "1"}):
-        pages = _walk_and_compare(api, params)
-        stamps = {m["path"]: m["updatedAt"] for p in pages for m in p["memories"]}
-        assert stamps["/memories/t/a-b.md"] == "1969-12-31T23:59:59.999999Z"
-        if "depth" not in params:
-            assert stamps["/memories/t/sub/x.md"] == "1969-12-30T23:59:59.999999Z"
+            assert _pages(conn) == before
+        ustore.write(AGENT, "/memories/t/a.md", b"---\ndescription: new\n---\n", actor="t")
+        _walk_and_compare(upgraded, {})
+
+
+def _pages(conn: index.Connection) -> list[index.ListingJson]:
+    return [
+        index.list_memories_json(
+            conn, AGENT, folder, after=None, limit=200, depth_one=depth_one
+        )
+        for folder in ("/memories", "/memories/t")
+        for depth_one in (False, True)
+    ]
 
 
 @pytest.mark.parametrize("depth_one", [False, True])
@@ -254,5 +281,4 @@ def test_sqlite_page_equals_rendered_rows(api: Api, depth_one: bool, limit: int)
                         depth_one=depth_one,
                         filters=filters,
                     )
-                assert fast is not None
                 assert fast == render.listing_page(rows, more), (folder, filters, after)

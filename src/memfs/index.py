@@ -4,7 +4,8 @@ Tables (schema ``SCHEMA_VERSION``):
   agents(agent_id, name, store_id, created_at, revision, last_ts)
   commits(agent_id, revision, ts, visible_at, actor, message, changes)
   versions(agent_id, path, version, …, valid_from, valid_to, visible_from, visible_to)
-  memories(agent_id, path, …)            live memories only, keyset-listed by path
+  memories(agent_id, path, …, listing)   live memories only, keyset-listed by path;
+                                          ``listing`` is the memory's listing JSON
   memory_meta(agent_id, path, key, value) scalar frontmatter, for metadata filters
   blobs(agent_id, sha256, content)       a read cache of contents
   meta(key, value)                        schema version and the visibility clock
@@ -30,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memfs.commits import Commit, parse_ts
+from memfs.commits import Commit, format_ts, parse_ts
 from memfs.content import Scalar, metadata_text
 from memfs.errors import CorruptionError
 
 Connection = sqlite3.Connection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
@@ -62,7 +63,8 @@ CREATE TABLE IF NOT EXISTS versions(
 CREATE TABLE IF NOT EXISTS memories(
   agent_id TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
   sha256 TEXT NOT NULL, bytes INTEGER NOT NULL, description TEXT, metadata TEXT NOT NULL,
-  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY(agent_id, path)
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, listing TEXT NOT NULL,
+  PRIMARY KEY(agent_id, path)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS memory_meta(
   agent_id TEXT NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
@@ -210,12 +212,14 @@ class Index:
                         conn.execute(statement)
                 conn.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
                 conn.execute("INSERT OR IGNORE INTO meta VALUES('clock', 0)")
-            elif row[0] != SCHEMA_VERSION:
+            elif row[0] not in (1, SCHEMA_VERSION):
                 raise RuntimeError(
                     f"{self.path} has index schema {row[0]}; this memfs needs "
                     f"{SCHEMA_VERSION}: delete the file and run 'memfs reindex'"
                 )
             else:
+                if row[0] == 1:
+                    _add_listing_column(conn)
                 # Indexes added since the file was made (inspect's per-agent log seeks).
                 for statement in _SCHEMA.split(";"):
                     if statement.strip().startswith("CREATE INDEX IF NOT EXISTS"):
@@ -290,6 +294,39 @@ def drop_agent(conn: sqlite3.Connection, agent_id: str) -> None:
         conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
 
 
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def listing_text(
+    path: str, size: int, sha256: str, description: str | None, version: int, updated_at: int
+) -> str:
+    """A memory as listings show it (``render.listing_json``), as the JSON text an HTTP
+    page joins: kept in the memory's row, so a page is one range scan and a join."""
+    return _encode(
+        {
+            "path": path,
+            "bytes": size,
+            "contentSha256": sha256,
+            "description": description,
+            "version": version,
+            "updatedAt": format_ts(updated_at),
+        }
+    )
+
+
+def _add_listing_column(conn: sqlite3.Connection) -> None:
+    """Schema 1 → 2: each live memory keeps its listing JSON (filled here, once)."""
+    conn.execute("ALTER TABLE memories ADD COLUMN listing TEXT NOT NULL DEFAULT ''")
+    rows = conn.execute(
+        "SELECT agent_id, path, bytes, sha256, description, version, updated_at FROM memories"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE memories SET listing=? WHERE agent_id=? AND path=?",
+        [(listing_text(r[1], r[2], r[3], r[4], r[5], r[6]), r[0], r[1]) for r in rows],
+    )
+    conn.execute("UPDATE meta SET value=? WHERE key='schema'", (SCHEMA_VERSION,))
+
+
 # The log summary of an entry: its changes without their inline contents, written by
 # SQLite from the entry's text (the same bytes the live commit and reindex store).
 _SUMMARY = "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
@@ -353,10 +390,11 @@ def apply_commit(
             continue
         # An update keeps the memory's created_at.
         conn.execute(
-            "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(agent_id, path) DO"
+            "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(agent_id, path) DO"
             " UPDATE SET version=excluded.version, sha256=excluded.sha256,"
             " bytes=excluded.bytes, description=excluded.description,"
-            " metadata=excluded.metadata, updated_at=excluded.updated_at",
+            " metadata=excluded.metadata, updated_at=excluded.updated_at,"
+            " listing=excluded.listing",
             (
                 agent,
                 change.path,
@@ -367,6 +405,9 @@ def apply_commit(
                 meta_json,
                 commit.ts,
                 commit.ts,
+                listing_text(
+                    change.path, change.size, change.after, description, change.version, commit.ts
+                ),
             ),
         )
         if metadata:
@@ -409,7 +450,7 @@ def bulk_load(
     commit_rows: list[tuple[object, ...]] = []
     version_rows: list[list[object]] = []
     open_version: dict[str, int] = {}  # path → index of its newest row in version_rows
-    live: dict[str, tuple[object, ...]] = {}  # path → memories row
+    live: dict[str, tuple[Any, ...]] = {}  # path → memories row (without its listing)
     metas: dict[str, dict[str, Scalar]] = {}
     blobs: dict[str, bytes] = {}
     revision = last_ts = 0
@@ -478,7 +519,13 @@ def bulk_load(
     # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
     version_rows.sort(key=operator.itemgetter(1, 2))
     conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)
-    conn.executemany("INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?)", list(live.values()))
+    conn.executemany(
+        "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?,?)",
+        [
+            (*row, listing_text(row[1], row[4], row[3], row[5], row[2], row[8]))
+            for row in live.values()
+        ],
+    )
     conn.executemany(
         "INSERT INTO memory_meta VALUES(?,?,?,?)",
         [
@@ -775,36 +822,6 @@ class ListingJson:
     more: bool
 
 
-# One memory as ``render.listing_json`` shows it, written by SQLite exactly as
-# ``json.dumps(..., ensure_ascii=False, separators=(",", ":"))`` writes that dict (same
-# keys, order and string escapes), ``updatedAt`` exactly as ``commits.format_ts``.
-# Keep the two in step: tests/test_http_listing.py compares them on tricky data.
-# (``description`` is TEXT or NULL: content.parse refuses any other frontmatter value.)
-_LISTING_JSON = (
-    "json_object('path', path, 'bytes', bytes, 'contentSha256', sha256,"
-    " 'description', description, 'version', version, 'updatedAt',"
-    " strftime('%Y-%m-%dT%H:%M:%S.', updated_at / 1000000, 'unixepoch')"
-    " || substr(updated_at % 1000000 + 1000000, 2) || 'Z')"
-)
-# SQLite's dates end at year 9999 (and '%' truncates below 0): other timestamps are
-# left to format_ts, by answering None for the whole page.
-_TS_IN_RANGE = "(updated_at BETWEEN 0 AND 253402300799999999)"
-
-
-def _has_json_functions() -> bool:
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("SELECT json_object('a', 1)")
-    except sqlite3.OperationalError:  # a SQLite built without JSON1
-        return False
-    finally:
-        conn.close()
-    return True
-
-
-_JSON_FUNCTIONS = _has_json_functions()
-
-
 def list_memories_json(
     conn: sqlite3.Connection,
     agent_id: str,
@@ -814,18 +831,15 @@ def list_memories_json(
     limit: int,
     depth_one: bool,
     filters: Sequence[tuple[str, str]] = (),
-) -> ListingJson | None:
-    """The page ``list_memories`` answers, with the listing JSON built by SQLite: no
-    Python object per memory. None when SQLite can't write this page (no JSON
-    functions, or a timestamp outside years 1970-9999): use ``list_memories`` then."""
-    if not _JSON_FUNCTIONS:
-        return None
+) -> ListingJson:
+    """The page ``list_memories`` answers, as the stored listing JSON of its memories
+    (``listing_text``): no Python object per memory."""
     if depth_one:
         rows, more = _walk(
             conn,
             agent_id,
             folder,
-            f"path, CAST({_LISTING_JSON} AS BLOB), {_TS_IN_RANGE}",
+            "path, CAST(listing AS BLOB)",
             after=after,
             limit=limit,
             depth_one=True,
@@ -836,8 +850,6 @@ def list_memories_json(
         for row in rows:
             if isinstance(row, FolderEntry):
                 folders.append(row.path)
-            elif not row[2]:
-                return None
             else:
                 text = row[1]
                 assert isinstance(text, bytes)
@@ -852,14 +864,12 @@ def list_memories_json(
     # primary key: a plain index walk).
     where, params, inclusive = _listing_where(agent_id, folder, after, filters)
     row = conn.execute(
-        f"SELECT CAST(group_concat(j, ',') AS BLOB), count(*), max(p), min(ok) FROM ("
-        f"SELECT path AS p, {_LISTING_JSON} AS j, {_TS_IN_RANGE} AS ok FROM memories"
-        f" WHERE {where.format('>=' if inclusive else '>')} ORDER BY path LIMIT ?)",
+        "SELECT CAST(group_concat(listing, ',') AS BLOB), count(*), max(path) FROM ("
+        f"SELECT path, listing FROM memories WHERE {where.format('>=' if inclusive else '>')}"
+        " ORDER BY path LIMIT ?)",
         (*params, limit),
     ).fetchone()
     count = int(row[1])
-    if count and not row[3]:
-        return None
     last = str(row[2]) if count else None
     more = False
     if count == limit:

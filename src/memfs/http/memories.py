@@ -73,12 +73,11 @@ def _listing_page(
     depth_one: bool,
     filters: list[tuple[str, str]],
 ) -> index.ListingJson:
-    """The page with its JSON written by SQLite (no Python object per memory), or by
-    ``render`` from the store's rows for an unknown agent (its 404) or a page SQLite
-    can't write."""
+    """The page as the stored listing JSON of its memories (no Python object per
+    memory); through the store for an unknown agent, to answer its 404."""
     with ctx.store.index.read() as conn:
         if index.agent(conn, agent_id) is not None:
-            page = index.list_memories_json(
+            return index.list_memories_json(
                 conn,
                 agent_id,
                 folder,
@@ -87,8 +86,6 @@ def _listing_page(
                 depth_one=depth_one,
                 filters=filters,
             )
-            if page is not None:
-                return page
     items, more = ctx.store.list_memories(
         agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
     )
