@@ -89,3 +89,17 @@ def test_loser_without_precondition_retries_at_the_next_revision(
     assert [(v.version, v.actor) for v in versions] == [(1, "me"), (2, "key:other-node"), (3, "me")]
     entry = Commit.from_bytes(store.backend.get(layout.log_key(AGENT, 3)), where="test")
     assert entry.changes[0].before == sha(b"theirs")  # built on the winner's head
+
+
+def test_a_lost_race_publishes_no_tree_file_of_the_loser(
+    setup: tuple[Store, OtherNodeFirst],
+) -> None:
+    """The loser had made its new tree file (in a new folder) while its entry was being
+    published; none of it shows, and the tree holds the winner's head."""
+    store, backend = setup
+    backend.foreign = their_commit(2, b"v1", b"theirs", 2)
+    with pytest.raises(PreconditionFailed):
+        store.rename(AGENT, PATH, "/memories/fresh/moved.md", if_match=sha(b"v1"), actor="me")
+    root = layout.worktree_root(store.data_dir, AGENT)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == ["plan.md"]
+    assert (root / "plan.md").read_bytes() == b"theirs"

@@ -497,7 +497,13 @@ def test_sigterm_lets_requests_in_flight_finish(tmp_path: Path, workers: int) ->
             time.sleep(0.3)  # the server reads each request's headers: they are in flight
             assert server.proc is not None
             server.proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)  # the shutdown has begun
+            # Every server process has begun its shutdown (a fixed sleep was too short
+            # for a loaded machine: a worker noticed SIGTERM after the bodies arrived).
+            wait_until(
+                lambda: server.log_text().count("Shutting down") >= workers,
+                20,
+                "every server process to begin its shutdown",
+            )
             release.set()
             for t in threads:
                 t.join(30)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import memfs.backend
 import memfs.store
 from memfs import layout
 from memfs.commits import CREATED, MODIFIED, Change, Commit, parse_ts
@@ -522,6 +523,30 @@ def test_working_tree_follows_every_change(store: Store, agent: str) -> None:
         assert_tree_matches(store, agent)
     # Emptied folders are removed, as in the store.
     assert sorted(p.name for p in tree_root(store, agent).iterdir()) == ["q", "w.md"]
+
+
+class FailingLog(memfs.backend.LocalBackend):
+    """Fails to publish log entries, as a full or broken disk would."""
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        if "/.memfs/log/" in key:
+            raise OSError(28, "No space left on device")
+        return super().put_if_absent(key, data)
+
+
+def test_a_commit_that_fails_leaves_the_tree_as_it_was(tmp_path: Path) -> None:
+    """Tree files made while the entry was being published are removed with the
+    folders made for them when the entry can't be written."""
+    data = tmp_path / "data"
+    store = Store(data, backend=FailingLog(data))
+    try:
+        store.create_agent("a")
+        with pytest.raises(OSError, match="No space"):
+            store.write("a", "/memories/new/folder/x.md", b"lost", actor=ACTOR)
+        assert list(tree_root(store, "a").rglob("*")) == []
+        assert store.list_memories("a", limit=10)[0] == []
+    finally:
+        store.close()
 
 
 def test_hand_edit_is_moved_aside_not_lost(store: Store, agent: str) -> None:

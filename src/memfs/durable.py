@@ -64,8 +64,10 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(folder.parent)
 
 
-def _write_temp(folder: Path, data: bytes, *, sync: bool, mode: int = 0o644) -> Path:
-    tmp = folder / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+def write_temp(folder: Path, data: bytes, *, sync: bool = False, mode: int = 0o644) -> Path:
+    """A new temp file in ``folder`` holding ``data`` (fsynced with ``sync``), for the
+    caller to publish under its final name or unlink."""
+    tmp = Path(f"{folder}/{TEMP_PREFIX}{secrets.token_hex(8)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         view = memoryview(data)
@@ -85,7 +87,7 @@ def _write_temp(folder: Path, data: bytes, *, sync: bool, mode: int = 0o644) -> 
 def create_new(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
     """Durably create ``path`` with ``data`` unless it exists; True if this call made it."""
     ensure_dir(path.parent)
-    tmp = _write_temp(path.parent, data, sync=True, mode=mode)
+    tmp = write_temp(path.parent, data, sync=True, mode=mode)
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -99,7 +101,7 @@ def create_new(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
 def replace(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
     """Atomically set the content of a derived file (readers see old or new, never part)."""
     ensure_dir(path.parent)
-    tmp = _write_temp(path.parent, data, sync=durable)
+    tmp = write_temp(path.parent, data, sync=durable)
     try:
         if mode is not None:
             os.chmod(tmp, mode)

@@ -10,6 +10,7 @@ only then is the caller answered. HTTP, CLI and client all call these methods.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -394,17 +395,25 @@ class Store:
                         self._publisher = ThreadPoolExecutor(1, "memfs-publish")
                     entry = commit.to_bytes()
                     published = self._publisher.submit(self.backend.put_if_absent, key, entry)
+                    staged: dict[str, Path] = {}
                     try:
-                        index.apply_commit(conn, commit, ts, plan.contents, entry)
-                    finally:
-                        won = published.result()
-                    if not won:
-                        raise _LostRace
+                        try:
+                            index.apply_commit(conn, commit, ts, plan.contents, entry)
+                            # New tree files are made meanwhile too, and published only
+                            # once the commit stands.
+                            staged = self._stage_tree(commit, plan.contents)
+                        finally:
+                            won = published.result()
+                        if not won:
+                            raise _LostRace
+                    except BaseException:
+                        self._discard_tree(commit, staged)
+                        raise
                     # The tree is brought to the commit before the transaction commits:
                     # a crash after that commit but before the tree would leave a stale
                     # tree that no catch-up repairs (the index would be up to date), and
                     # the next writer of the path would take its file for a hand edit.
-                    self._update_tree(commit, plan.contents)
+                    self._update_tree(commit, plan.contents, staged)
                     row_after = _written(plan, commit, read_back)
                     if row_after is None:
                         row_after = _read(conn, agent_id, read_back)
@@ -433,12 +442,36 @@ class Store:
         index.apply_commit(conn, commit, visible_at, contents, entry)
         self._update_tree(commit, contents)
 
-    def _update_tree(self, commit: Commit, contents: dict[str, bytes]) -> None:
-        tree = WorkTree(layout.worktree_root(self.data_dir, commit.agent_id))
+    def _tree(self, agent_id: str) -> WorkTree:
+        return WorkTree(layout.worktree_root(self.data_dir, agent_id))
+
+    def _stage_tree(self, commit: Commit, contents: dict[str, bytes]) -> dict[str, Path]:
+        """Temp files holding the tree files ``commit`` writes, by memory path."""
+        tree = self._tree(commit.agent_id)
+        staged: dict[str, Path] = {}
+        for change in commit.changes:
+            data = contents.get(change.after) if change.after else None
+            if data is not None:
+                tmp = tree.stage(change.path, data)
+                if tmp is not None:
+                    staged[change.path] = tmp
+        return staged
+
+    def _discard_tree(self, commit: Commit, staged: dict[str, Path]) -> None:
+        tree = self._tree(commit.agent_id)
+        for tmp in staged.values():
+            with contextlib.suppress(OSError):
+                tree.discard(tmp)
+
+    def _update_tree(
+        self, commit: Commit, contents: dict[str, bytes], staged: dict[str, Path] | None = None
+    ) -> None:
+        tree = self._tree(commit.agent_id)
         for change in commit.changes:
             try:
                 data = contents.get(change.after) if change.after else None
-                tree.update(change.path, change.before, change.after, data, commit.revision)
+                tmp = staged.get(change.path) if staged else None
+                tree.update(change.path, change.before, change.after, data, commit.revision, tmp)
             except OSError as exc:
                 # The tree is derived: the commit stands, and fsck --repair restores it.
                 log.warning(

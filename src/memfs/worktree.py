@@ -22,7 +22,8 @@ class WorkTree:
         self.root = root  # .../agents/<dir>/memories
 
     def file(self, path: str) -> Path:
-        return self.root.joinpath(*path[len(ROOT) + 1 :].split("/"))
+        # One string for pathlib to parse (paths are checked: '/'-separated, no '.'/'..').
+        return Path(f"{self.root}/{path[len(ROOT) + 1 :]}")
 
     def sha256(self, path: str) -> str | None:
         """sha256 of the file now at ``path``; None if there is no regular file."""
@@ -31,24 +32,55 @@ class WorkTree:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
 
+    def stage(self, path: str, data: bytes) -> Path | None:
+        """A temp file holding ``data`` beside the file of ``path``, for ``update`` to
+        publish (or ``discard``). Making it (a new inode) is the slow part of an
+        update, and nobody sees it until it is published; None if it can't be made."""
+        folder = self.file(path).parent
+        try:
+            durable.ensure_dir(folder)
+            return durable.write_temp(folder, data)
+        except OSError:
+            return None  # update() writes the file itself, or reports why it can't
+
+    def discard(self, staged: Path) -> None:
+        """Remove a staged temp file that will not be published."""
+        staged.unlink(missing_ok=True)
+        self._prune(staged.parent)
+
     def update(
-        self, path: str, before: str | None, after: str | None, data: bytes | None, revision: int
+        self,
+        path: str,
+        before: str | None,
+        after: str | None,
+        data: bytes | None,
+        revision: int,
+        staged: Path | None = None,
     ) -> None:
-        """Move the file at ``path`` from version ``before`` to ``after`` (None: absent)."""
-        current = self.sha256(path)
-        if current == after:
-            return  # already there (a replayed commit)
-        target = self.file(path)
-        if current is not None and current != before:
-            self._set_aside(target, revision)
-        if after is None:
-            target.unlink(missing_ok=True)
-            self._prune(target.parent)
-            return
-        assert data is not None
-        if target.is_dir():
-            self._set_aside(target, revision)
-        durable.replace(target, data, durable=False)
+        """Move the file at ``path`` from version ``before`` to ``after`` (None: absent),
+        publishing ``staged`` (from ``stage``) if given, else writing ``data``."""
+        try:
+            current = self.sha256(path)
+            if current == after:
+                return  # already there (a replayed commit)
+            target = self.file(path)
+            if current is not None and current != before:
+                self._set_aside(target, revision)
+            if after is None:
+                target.unlink(missing_ok=True)
+                self._prune(target.parent)
+                return
+            assert data is not None
+            if target.is_dir():
+                self._set_aside(target, revision)
+            if staged is not None:
+                os.replace(staged, target)
+                staged = None
+            else:
+                durable.replace(target, data, durable=False)
+        finally:
+            if staged is not None:
+                self.discard(staged)
 
     def _set_aside(self, target: Path, revision: int) -> None:
         aside = target.with_name(f"{target.name}.conflict-r{revision}")
