@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import secrets
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from starlette.requests import Request
@@ -140,6 +141,9 @@ class MemfsApp:
                     self.services.runner.wake.set()  # type: ignore[union-attr]
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(task, timeout=10)
+                # Requests have ended; a new thread for a lifespan started again.
+                self.services.writer.shutdown(wait=True)
+                self.services.writer = ThreadPoolExecutor(1, thread_name_prefix="memfs-writer")
                 self.services.store.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

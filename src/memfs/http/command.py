@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import index, paths
@@ -81,5 +80,5 @@ async def memory_command(ctx: Ctx) -> Response:
     ctx.who.require(action, agent_id)
     ctx.store.get_agent(agent_id)
     tool = StoreTool(ctx.store, agent_id, ctx.who.actor, commit_message(ctx))
-    result = await run_in_threadpool(execute, tool, doc)
+    result = await ctx.commit(lambda: execute(tool, doc))
     return JSONResponse({"ok": result.ok, "result": result.result})

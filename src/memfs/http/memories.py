@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import index, paths, render
@@ -161,7 +160,7 @@ async def put_memory(ctx: Ctx) -> Response:
     if_match = _etag(ctx, "if-match")
     create_only = _etag(ctx, "if-none-match") is not None
     message = _message(ctx)
-    result = await run_in_threadpool(
+    result = await ctx.commit(
         lambda: ctx.store.write(
             agent_id,
             path,
@@ -186,7 +185,7 @@ async def delete_memory(ctx: Ctx) -> Response:
     path = _memory_path(ctx)
     if_match = _etag(ctx, "if-match")
     message = _message(ctx)
-    await run_in_threadpool(
+    await ctx.commit(
         lambda: ctx.store.delete(
             agent_id, path, if_match=if_match, actor=ctx.who.actor, message=message
         )
