@@ -269,6 +269,28 @@ def test_lost_index_rows_are_derived_and_repaired(store: Store, agent: str) -> N
     assert snapshot(store) == before
 
 
+def test_a_stale_listing_in_the_index_is_derived_and_repaired(store: Store, agent: str) -> None:
+    """List pages are the rows' stored listing JSON: one that no longer says what its
+    row says (a hand-edited index, a bug) is found by fsck and rebuilt by --repair."""
+    populate(store, agent)
+    with store.index.read() as conn:
+        (path, listing) = conn.execute(
+            "SELECT path, listing FROM memories WHERE agent_id=? ORDER BY path LIMIT 1", (agent,)
+        ).fetchone()
+    sql(store, "UPDATE memories SET listing=replace(listing, '\"version\":', '\"version\":9')")
+
+    report = maintenance.fsck(store)
+    assert report.damaged == [] and not report.ok
+    assert any("listing" in d and path in d for d in report.derived), report.derived
+
+    assert maintenance.fsck(store, repair=True).ok
+    assert maintenance.fsck(store).ok
+    with store.index.read() as conn:
+        assert conn.execute(
+            "SELECT listing FROM memories WHERE agent_id=? AND path=?", (agent, path)
+        ).fetchone() == (listing,)
+
+
 def test_stale_working_tree_file_is_derived_and_repaired(store: Store, agent: str) -> None:
     store.write(agent, "/memories/a.md", b"version one", actor=ACTOR)
     store.write(agent, "/memories/a.md", b"version two", actor=ACTOR)

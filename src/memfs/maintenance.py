@@ -281,10 +281,21 @@ def _check_index(
                 problems.append(f"index: agent {agent_id!r} is missing")
                 continue
             rows = conn.execute(
-                "SELECT path, sha256 FROM memories WHERE agent_id=?", (agent_id,)
+                "SELECT path, sha256, bytes, description, version, updated_at, listing"
+                " FROM memories WHERE agent_id=?",
+                (agent_id,),
             ).fetchall()
-            if dict(rows) != head:
+            if {r[0]: r[1] for r in rows} != head:
                 problems.append(f"index: current memories of {agent_id!r} differ from the log")
+            # A page is the rows' stored listing JSON: it must say what the row says.
+            stale = [
+                r[0] for r in rows if r[6] != index.listing_text(r[0], r[2], r[1], r[3], r[4], r[5])
+            ]
+            if stale:
+                problems.append(
+                    f"index: the listing of {len(stale)} memories of {agent_id!r} is stale"
+                    f" (first: {stale[0]})"
+                )
     report.derived.extend(problems)
     if problems and repair and not report.damaged:
         reindex(store)
