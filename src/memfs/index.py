@@ -301,7 +301,7 @@ def listing_text(
     path: str, size: int, sha256: str, description: str | None, version: int, updated_at: int
 ) -> str:
     """A memory as listings show it (``render.listing_json``), as the JSON text an HTTP
-    page joins: kept in the memory's row, so a page is one range scan and a join."""
+    page joins: kept in the memory's row, so a page is its rows' texts joined."""
     return _encode(
         {
             "path": path,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import index, paths
@@ -80,5 +81,8 @@ async def memory_command(ctx: Ctx) -> Response:
     ctx.who.require(action, agent_id)
     ctx.store.get_agent(agent_id)
     tool = StoreTool(ctx.store, agent_id, ctx.who.actor, commit_message(ctx))
-    result = await ctx.commit(lambda: execute(tool, doc))
+    if action == "memories:read":  # a view commits nothing: no need to queue with writes
+        result = await run_in_threadpool(execute, tool, doc)
+    else:
+        result = await ctx.commit(lambda: execute(tool, doc))
     return JSONResponse({"ok": result.ok, "result": result.result})
