@@ -585,8 +585,12 @@ def test_a_hand_made_folder_where_memfs_writes_a_file_is_kept(store: Store, agen
     assert (aside / "inside.txt").read_bytes() == b"mine"
 
 
-def _orphan(store: Store, agent_id: str, revision: int, path: str, data: bytes) -> None:
-    """Leave log entry ``revision`` as a writer killed right after creating it would."""
+def _orphan(
+    store: Store, agent_id: str, revision: int, path: str, data: bytes, *, old: bytes | None = None
+) -> None:
+    """Leave log entry ``revision`` as a writer killed right after creating it would: it
+    creates ``path`` with ``data``, or (with ``old``, its current content) modifies it."""
+    version = 1 if old is None else max(v.version for v in store.versions(agent_id, path)) + 1
     commit = Commit(
         agent_id=agent_id,
         revision=revision,
@@ -596,9 +600,9 @@ def _orphan(store: Store, agent_id: str, revision: int, path: str, data: bytes) 
         changes=(
             Change(
                 path=path,
-                operation=CREATED,
-                version=1,
-                before=None,
+                operation=CREATED if old is None else MODIFIED,
+                version=version,
+                before=None if old is None else sha(old),
                 after=sha(data),
                 size=len(data),
                 content=data.decode(),
@@ -637,42 +641,16 @@ def test_answers_that_write_nothing_are_judged_after_an_orphan_entry(
         store.read(agent, orphan)
     # Stale head: writing the content the path had would be a no-op; it is a change.
     store.write(agent, A, b"one", actor=ACTOR)  # revision 3
-    _orphan_change(store, agent, 4, A, b"one", b"two")
+    _orphan(store, agent, 4, A, b"two", old=b"one")
     result = store.write(agent, A, b"one", actor=ACTOR)
     assert result.changed and result.revision == 5
     assert store.read(agent, A).content == b"one"
     # Stale head: an If-Match on the old content must fail against the new one.
-    _orphan_change(store, agent, 6, A, b"one", b"three")
+    _orphan(store, agent, 6, A, b"three", old=b"one")
     with pytest.raises(PreconditionFailed):
         store.write(agent, A, b"four", if_match=sha(b"one"), actor=ACTOR)
     assert store.read(agent, A).content == b"three"
     assert_tree_matches(store, agent)
-
-
-def _orphan_change(
-    store: Store, agent_id: str, revision: int, path: str, old: bytes, new: bytes
-) -> None:
-    """Leave a modification of ``path`` as a writer killed after creating it would."""
-    versions = store.versions(agent_id, path)
-    commit = Commit(
-        agent_id=agent_id,
-        revision=revision,
-        ts=store.get_agent(agent_id).last_ts + 1,
-        actor="crashed",
-        message="orphan",
-        changes=(
-            Change(
-                path=path,
-                operation=MODIFIED,
-                version=max(v.version for v in versions) + 1,
-                before=sha(old),
-                after=sha(new),
-                size=len(new),
-                content=new.decode(),
-            ),
-        ),
-    )
-    assert store.backend.put_if_absent(layout.log_key(agent_id, revision), commit.to_bytes())
 
 
 def test_orphan_log_entry_is_caught_up_by_sync(store: Store, agent: str) -> None:
