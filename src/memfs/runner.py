@@ -347,6 +347,7 @@ class Runner:
             key_id,
             ["memories:read", "memories:write", f"agents:{run.agent_id}"],
             f"run {run.run_id} attempt {attempt}",
+            actor=f"run:{run.run_id}",
         )
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},

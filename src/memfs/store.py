@@ -267,6 +267,11 @@ class Store:
             _require_agent(conn, agent_id)
             return index.agent_stats(conn, agent_id)
 
+    def ever_written(self, agent_id: str) -> bool:
+        """Whether a memory of the agent was ever written (its summary is ``waiting`` until)."""
+        with self.index.read() as conn:
+            return index.ever_written(conn, agent_id)
+
     def erase_agent(self, agent_id: str) -> None:
         """Erase an agent and its whole history, irrecoverably."""
         paths.agent_id(agent_id)
