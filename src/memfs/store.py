@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +177,8 @@ class Store:
         # Publishes log entries while the committing thread indexes them (made on first
         # use, and again after close: a closed Store reopens what it needs, as the index).
         self._publisher: ThreadPoolExecutor | None = None
+        # Called after each commit this Store makes (the server counts them for /metrics).
+        self.on_commit: Callable[[], None] | None = None
 
     def close(self) -> None:
         if self._publisher is not None:
@@ -419,6 +421,8 @@ class Store:
                     # tree that no catch-up repairs (the index would be up to date), and
                     # the next writer of the path would take its file for a hand edit.
                     self._update_tree(commit, plan.contents, staged)
+                    if self.on_commit is not None:
+                        self.on_commit()
                     row_after = _written(plan, commit, read_back)
                     if row_after is None:
                         row_after = _read(conn, agent_id, read_back)

@@ -123,6 +123,7 @@ ERRORS: dict[int, tuple[str, str, str]] = {
     412: ("PreconditionFailed", "precondition_failed", "If-Match / If-None-Match not met"),
     413: ("PayloadTooLarge", "payload_too_large", "the body or memory is over its limit"),
     500: ("InternalError", "internal_error", "a server fault, never bad input"),
+    503: ("Unavailable", "unavailable", "not ready yet or storage unavailable; retry"),
 }
 
 # Claude memory-tool commands: fields, "?" marking an optional one.
@@ -191,6 +192,11 @@ SCHEMAS: dict[str, Json] = {
         ),
     ),
     "AgentList": _page("agents", "Agent"),
+    "Health": _obj(
+        ("status",),
+        closed=True,
+        status={"type": "string", "enum": ["ok", "ready"]},
+    ),
     "MemorySummary": _fields(
         "agentId:str agentName:str memoryStoreId:uuid memoryCount:int0 totalBytes:int0 "
         "revision:int0 pendingRunCount:int0 failedRunCount:int0 lastUpdatedAt:ts? "
