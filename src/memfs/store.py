@@ -56,12 +56,17 @@ _RACE_RETRIES = 50
 
 @dataclass(frozen=True)
 class Put:
-    """Write ``content`` at ``path``; ``if_match`` a sha256, ``create_only`` = If-None-Match."""
+    """Write ``content`` at ``path``; ``if_match`` a sha256, ``create_only`` = If-None-Match.
+
+    ``lenient`` (Claude's memory tool): text the tool would store is stored, so NUL is
+    allowed and frontmatter that does not parse just yields no description or metadata.
+    """
 
     path: str
     content: bytes
     if_match: str | None = None
     create_only: bool = False
+    lenient: bool = False
 
 
 @dataclass(frozen=True)
@@ -584,7 +589,7 @@ class Store:
         return index.last_version(conn, agent_id, path) + 1  # after a delete, if any
 
     def _plan_put(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Put) -> None:
-        parsed = contentlib.parse(op.content, limit=self.memory_bytes)
+        parsed = contentlib.parse(op.content, limit=self.memory_bytes, lenient=op.lenient)
         current = self._current(conn, agent_id, plan, op.path)
         if op.create_only and current is not None:
             raise PreconditionFailed(f"{op.path} already exists (If-None-Match: *)", field="path")
@@ -848,7 +853,9 @@ def _validated(op: Op) -> Op:
     if isinstance(op, Put):
         if op.if_match is not None:
             _sha(op.if_match)
-        return Put(paths.memory_path(op.path), op.content, op.if_match, op.create_only)
+        return Put(
+            paths.memory_path(op.path), op.content, op.if_match, op.create_only, op.lenient
+        )
     if isinstance(op, Delete):
         if op.if_match is not None:
             _sha(op.if_match)
