@@ -31,6 +31,8 @@ from anthropic.tools import BetaLocalFilesystemMemoryTool
 from http_fixtures import Api, agent_url, open_api
 from memfs.content import parse
 from memfs.errors import InvalidRequest
+from memfs.http.command import FIELDS
+from memfs.http.openapi_components import COMMANDS
 from test_memory_tool import _normalise, _prune_empty_dirs, sdk_execute
 
 SEED = 20261201
@@ -338,3 +340,10 @@ def test_unknown_fields_are_a_400(api: Api, command: dict[str, Any], field: str)
     assert response.status_code == 400, response.text
     assert response.json()["details"]["field"] == field
     assert api.get(agent_url(agent, "/memories/a.md")).status_code == 404  # nothing written
+
+
+def test_the_fields_checked_are_the_documented_ones() -> None:
+    documented = {
+        name: {"command", *(f.rstrip("?") for f in fields)} for name, fields in COMMANDS.items()
+    }
+    assert {name: set(fields) for name, fields in FIELDS.items()} == documented

@@ -9,6 +9,7 @@ adds them all up. The folder is 0700 and gone once the server has stopped.
 from __future__ import annotations
 
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -43,6 +44,17 @@ def per_worker(folder: Path) -> dict[str, float]:
     return out
 
 
+def _healthz(url: str) -> int:
+    response = httpx.get(url + ROUTE, timeout=30)
+    assert response.json() == {"status": "ok"}
+    return response.status_code
+
+
+def _grown(start: dict[str, float], now: dict[str, float]) -> list[str]:
+    """The workers that counted /healthz requests since ``start``."""
+    return [pid for pid, n in now.items() if n > start.get(pid, 0.0)]
+
+
 def test_two_workers_report_one_sum_and_no_ids(tmp_path: Path) -> None:
     runtime = tmp_path / "run"
     runtime.mkdir(mode=0o700)
@@ -59,22 +71,25 @@ def test_two_workers_report_one_sum_and_no_ids(tmp_path: Path) -> None:
                 headers={"Content-Type": "text/markdown"},
             )
             assert written.status_code == 201, written.text
-        # A new connection per request lets the kernel hand them to either worker;
-        # keep going (bounded) until both have answered some.
+        with httpx.Client(base_url=server.url, timeout=30) as plain:
+            baseline = healthz_counted(plain.get("/metrics").text)
+        start = per_worker(folder)
+        # A new connection per request, a few at once, lets the kernel hand them to
+        # either worker; keep going (bounded) until both have answered some.
         sent = 0
-        while sent < 4000 and len([n for n in per_worker(folder).values() if n]) < 2:
-            for _ in range(20):
-                response = httpx.get(server.url + ROUTE, timeout=30)
-                assert response.status_code == 200 and response.json() == {"status": "ok"}
-                sent += 1
+        with ThreadPoolExecutor(4) as pool:
+            while sent < 4000 and len(_grown(start, per_worker(folder))) < 2:
+                statuses = list(pool.map(_healthz, [server.url] * 20))
+                assert statuses == [200] * 20
+                sent += 20
         counts = per_worker(folder)
-        assert len([n for n in counts.values() if n]) == 2, counts
+        assert len(_grown(start, counts)) == 2, counts
         # Each scrape lands on either worker and shows the same total: all of them.
         for _ in range(6):
             with httpx.Client(base_url=server.url, timeout=30) as plain:
                 scraped = plain.get("/metrics")
             assert scraped.status_code == 200
-            assert healthz_counted(scraped.text) == sent == sum(counts.values())
+            assert healthz_counted(scraped.text) == baseline + sent == sum(counts.values())
             for secret in ("zqx", quote(AGENT, safe=""), "secret words"):
                 assert secret not in scraped.text
         assert "memfs_commits_total 1.0" in scraped.text

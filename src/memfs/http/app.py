@@ -107,6 +107,7 @@ class MemfsApp:
         routes = routes if routes is not None else ROUTES
         self.router = Router(sorted(routes, key=lambda r: r.name not in HOT_ROUTES))
         self._openapi = spec(routes)
+        self._templates = {r.name: openapi_path(r) for r in routes}  # the metrics' route label
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -134,7 +135,7 @@ class MemfsApp:
         """Count the request under its route template, never its raw path."""
         method = scope["method"] if scope["method"] in _METHODS else "other"
         if matched:
-            route = openapi_path(matched[0])
+            route = self._templates[matched[0].name]
             if matched[0].name == "deliverWebhook":
                 metrics.delivery_answered(status)
         elif scope["path"] == "/openapi.json":

@@ -144,7 +144,7 @@ COMMAND_FIELDS: dict[str, Json] = {
 def _command(name: str, fields: tuple[str, ...]) -> Json:
     props = {f.rstrip("?"): COMMAND_FIELDS.get(f.rstrip("?"), STRING) for f in fields}
     optional = [f.rstrip("?") for f in fields if f.endswith("?")]
-    return _object({"command": {"const": name}, **props}, optional)
+    return _object({"command": {"const": name}, **props}, optional, closed=True)
 
 
 SCHEMAS: dict[str, Json] = {
@@ -247,7 +247,8 @@ SCHEMAS: dict[str, Json] = {
     "VersionList": _page("versions", "Version"),
     "MemoryCommand": {
         "description": "One Claude memory-tool command (memory_20250818), same field names. "
-        "A malformed or refused command is answered 200 with ok=false, as the SDK's tool.",
+        "A malformed or refused command is answered 200 with ok=false, as the SDK's tool; "
+        "a field the command does not have is a 400.",
         "oneOf": [_command(name, fields) for name, fields in COMMANDS.items()],
     },
     "InspectRequest": _desc(
