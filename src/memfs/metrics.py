@@ -81,9 +81,21 @@ AGENTS_DAMAGED = Gauge(
 UNMATCHED = "unmatched"
 
 
+# Label children by (route, method, status): labels() costs as much as inc() and
+# observe() together. Few keys: route templates x methods x statuses.
+_CHILDREN: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+
 def request_done(route: str, method: str, status: int, seconds: float) -> None:
-    REQUESTS.labels(route, method, str(status)).inc()
-    REQUEST_SECONDS.labels(route, method, str(status)).observe(seconds)
+    key = (route, method, status)
+    children = _CHILDREN.get(key)
+    if children is None:
+        labels = (route, method, str(status))
+        children = _CHILDREN.setdefault(
+            key, (REQUESTS.labels(*labels), REQUEST_SECONDS.labels(*labels))
+        )
+    children[0].inc()
+    children[1].observe(seconds)
 
 
 def delivery_answered(status: int) -> None:
