@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from standardwebhooks import Webhook
+from starlette.testclient import TestClient
 
-from http_fixtures import AGENT, Api, agent_url, assert_error, enc, open_api
+from http_fixtures import AGENT, Api, agent_url, assert_error, enc, open_api, settings
 from memfs import layout
+from memfs.http.app import build
 from memfs.store import Store
 
 SECRET_AGENT = "tenants/zqx-distinct-owner/agent-7731"
@@ -170,3 +172,45 @@ def test_metrics_count_deliveries_and_runs(tmp_path: Path) -> None:
 
 def _dt(stamp: int) -> dt.datetime:
     return dt.datetime.fromtimestamp(stamp, tz=dt.UTC)
+
+
+def test_metrics_time_run_attempts_and_count_runs_by_state(tmp_path: Path) -> None:
+    app = build(settings(tmp_path, memory_bytes=1024, retry_base_ms=0))
+    with TestClient(app) as client:  # with its lifespan: the runner executes runs
+        api = Api(client, app, tmp_path / "data")
+        api.create_agent()
+        secret = api.put(agent_url(AGENT, "/triggers/gh"), json={"maxAttempts": 1}).json()["secret"]
+        before = scrape(api)
+        now = int(time.time())
+        ids = []
+        for webhook_id, body in (("ok", "{}"), ("big", '{"x": "' + "y" * 2000 + '"}')):
+            headers = {
+                "webhook-id": webhook_id,
+                "webhook-timestamp": str(now),
+                "webhook-signature": Webhook(secret).sign(webhook_id, _dt(now), body),
+            }
+            sent = api.post(
+                agent_url(AGENT, "/triggers/gh:deliver"),
+                content=body.encode(),
+                headers=headers,
+                auth=None,
+                protocol=None,
+            )
+            assert sent.status_code == 202, sent.text
+            ids.append(sent.json()["id"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = [api.get(agent_url(AGENT, f"/runs/{i}")).json()["status"] for i in ids]
+            if all(s in ("succeeded", "failed") for s in states):
+                break
+            time.sleep(0.05)
+        assert states == ["succeeded", "failed"]  # the second is over the memory limit
+        after = scrape(api)
+    for outcome in ("succeeded", "failed"):
+        key = (
+            "memfs_run_attempt_duration_seconds_count",
+            (("action", "memory"), ("outcome", outcome)),
+        )
+        assert after.get(key, 0) - before.get(key, 0) == 1, outcome
+    assert after[("memfs_runs", (("state", "succeeded"),))] == 1
+    assert after[("memfs_runs", (("state", "failed"),))] == 1
