@@ -458,7 +458,14 @@ def test_writes_of_a_command_run_are_attributed_to_the_run(tmp_path: Path) -> No
         "print(urllib.request.urlopen(req).status)"
     )
     action = {"type": "command", "argv": [sys.executable, "-c", script], "timeoutSeconds": 30}
-    with server(tmp_path / "data", workers=1) as srv:
+    # Command actions are an opt-in of the server (MEMFS_ALLOW_COMMANDS); say it here.
+    srv = RealServer(
+        tmp_path / "data",
+        workers=1,
+        extra_args=RUN_OPTIONS,
+        env={"MEMFS_ALLOW_COMMANDS": "1"},
+    )
+    with srv.start():
         secret = set_up(srv, "cmd", action=action, maxAttempts=1)
         with httpx.Client(base_url=srv.url, timeout=30) as plain:
             assert deliver(plain, secret, "cmd", "msg_actor", "{}").status_code == 202
