@@ -75,8 +75,10 @@ class RealServer:
         admin_key: str = ADMIN_KEY,
         log_path: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data = data
+        self.env = env or {}  # added to the server's (otherwise clean) environment
         self.workers = workers
         self.admin_key = admin_key
         self.log_path = log_path or data.parent / f"serve-{time.monotonic_ns()}.log"
@@ -131,7 +133,7 @@ class RealServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=_clean_env(self.admin_key),
+            env={**_clean_env(self.admin_key), **self.env},
             start_new_session=True,
         )
 

@@ -98,3 +98,9 @@ def test_every_cli_command_is_documented(command: str) -> None:
         f"'{command}' appears in neither README.md nor docs/cli.md: add a section "
         "(usage, an example, what it prints) to docs/cli.md"
     )
+
+
+def test_api_md_says_what_total_counts_with_depth_one() -> None:
+    # tests/test_http_listing.py checks the count itself; a reader must find the rule.
+    text = " ".join(_read(API).split())
+    assert "With `depth=1` it counts what that listing lists" in text

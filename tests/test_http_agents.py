@@ -211,3 +211,20 @@ def test_writing_to_an_unknown_agent_says_how_to_create_it(api: Api) -> None:
     tool = api.post(agent_url("users/ghost", "/memory:command"), json=command)
     assert "PUT /v1/agents/" in assert_error(tool, 404, "not_found")["message"]
     assert api.get(agent_url("users/ghost")).status_code == 404
+
+
+def test_renaming_an_agent_keeps_its_summary_state(api: Api) -> None:
+    api.create_agent(name="Before")
+    assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "waiting"
+    assert api.put(agent_url(), json={"name": "After"}).status_code == 200
+    summary = api.get(agent_url(AGENT, "/memory")).json()
+    # The rename is a revision of its own, yet the agent has still no memory and no run.
+    assert (summary["state"], summary["revision"], summary["agentName"]) == (
+        "waiting",
+        1,
+        "After",
+    )
+    api.write("/memories/a.md", "x")
+    assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "idle"
+    assert api.put(agent_url(), json={"name": "Again"}).status_code == 200
+    assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "idle"

@@ -282,3 +282,18 @@ def test_sqlite_page_equals_rendered_rows(api: Api, depth_one: bool, limit: int)
                         filters=filters,
                     )
                 assert fast == render.listing_page(rows, more), (folder, filters, after)
+
+
+def test_total_with_depth_one_counts_the_files_and_folders_listed(tmp_path: Path) -> None:
+    with open_api(tmp_path) as api:
+        api.create_agent()
+        for path in ("/memories/a.md", "/memories/f/x.md", "/memories/f/y.md", "/memories/g/h/z.md"):
+            api.write(path, "x")
+        url = agent_url(AGENT, "/memories")
+        pages = api.walk(url, "memories", {"depth": "1", "includeTotal": "true", "limit": "1"})
+        listed = sum(len(p["memories"]) + len(p["folders"]) for p in pages)
+        # a.md, f and g: one file and two folders; the files inside f and g are not counted.
+        assert listed == 3
+        assert {p["total"] for p in pages} == {3}
+        inside = api.get(url, params={"depth": "1", "includeTotal": "true", "pathPrefix": "f"})
+        assert inside.json()["total"] == 2

@@ -24,6 +24,8 @@ _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")
 class DictStore:
     """A ToolStore in a dict, refusing what the real store refuses."""
 
+    memory_bytes = 64 * 1024 * 1024  # the SCRIPT's big file fits: the limit is tested elsewhere
+
     def __init__(self) -> None:
         self.files: dict[str, str] = {}
         self.commits = 0
@@ -471,9 +473,12 @@ def test_view_output_format() -> None:
         ({"command": "rename", "old_path": "/memories/x.md"}, "Error: `new_path` must be"),
         (
             {"command": "create", "path": "/memories/a\\b.md", "file_text": ""},
-            "Error: invalid path",
+            "The path /memories/a\\b.md contains a control character or backslash",
         ),
-        ({"command": "view", "path": "/memories/a\tb.md"}, "Error: invalid path"),
+        (
+            {"command": "view", "path": "/memories/a\tb.md"},
+            "The path /memories/a\tb.md contains a control character or backslash",
+        ),
         ({"command": "bogus"}, "NotImplementedError('Unknown command: bogus')"),
     ],
 )
@@ -481,6 +486,49 @@ def test_malformed_commands_are_refused(command: dict[str, object], text: str) -
     result = execute(DictStore(), command)
     assert not result.ok
     assert result.result.startswith(text)
+
+
+def test_documented_limits_are_the_only_other_refusals() -> None:
+    store = DictStore()
+    store.memory_bytes = 10
+    store.files = {"/memories/f/a.md": "1234567890", "/memories/d/" + "n" * 250: "x"}
+    long_path = "/memories/" + "/".join(["p" * 200] * 6)
+    deep = "/memories/" + "/".join(["e" * 250] * 3 + ["e" * 20])  # 783 bytes
+    cases = [
+        (
+            {"command": "view", "path": long_path},
+            f"The path {long_path} exceeds the maximum length of 1,024 bytes.",
+        ),
+        (
+            {"command": "create", "path": "/memories/" + "s" * 256, "file_text": ""},
+            f"The path /memories/{'s' * 256} has a name longer than the maximum of 255 bytes.",
+        ),
+        (
+            {"command": "create", "path": "/memories/big.md", "file_text": "x" * 11},
+            "File /memories/big.md exceeds maximum size of 10 bytes.",
+        ),
+        (
+            {"command": "insert", "path": "/memories/f/a.md", "insert_line": 0, "insert_text": "y"},
+            "File /memories/f/a.md exceeds maximum size of 10 bytes.",
+        ),
+        (
+            {"command": "str_replace", "path": "/memories/f/a.md", "old_str": "1", "new_str": "11"},
+            "File /memories/f/a.md exceeds maximum size of 10 bytes.",
+        ),
+        (
+            {"command": "create", "path": "/memories/.memfs-tmp-x", "file_text": ""},
+            "The path /memories/.memfs-tmp-x can't be used: a path segment can't start with",
+        ),
+        (
+            # the folder's name fits, the file inside it would not
+            {"command": "rename", "old_path": "/memories/d", "new_path": deep},
+            f"The path {deep} exceeds the maximum length of 1,024 bytes.",
+        ),
+    ]
+    for command, text in cases:
+        result = execute(store, command)
+        assert (result.ok, result.result[: len(text)]) == (False, text), command
+    assert store.commits == 0
 
 
 def test_lost_create_race_reads_as_already_exists() -> None:

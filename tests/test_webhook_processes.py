@@ -331,7 +331,7 @@ def test_kill_9_while_runs_queue_and_run_resumes_each_once(tmp_path: Path) -> No
     by_id = {r["id"]: r for r in runs}
     assert set(by_id) == set(first_runs.values())
     for run in runs:
-        assert run["status"] == "succeeded", run
+        assert run["status"] == "succeeded", (run["error"], run["output"])
     starts, ends = read_log(log)
     for key in killed:
         assert key not in ends, f"attempt {key} kept running after the server was killed"
@@ -441,3 +441,40 @@ def test_delivery_record_without_events_runs_after_restart(tmp_path: Path) -> No
     kinds = [e["type"] for e in events(data, run_ids["msg_claimed"])]
     assert kinds.count("succeeded") == 1, kinds
     assert claims(data, run_ids["msg_claimed"]) == ["0001.json", "0002.json"]
+
+
+# ---- d. what a command run writes is the run's -----------------------------------------
+
+
+def test_writes_of_a_command_run_are_attributed_to_the_run(tmp_path: Path) -> None:
+    """The program writes through memfs with its MEMFS_TOKEN; the version says run:<id>."""
+    script = (
+        "import os, urllib.parse, urllib.request; "
+        "agent = urllib.parse.quote(os.environ['MEMFS_AGENT_ID'], safe=''); "
+        "req = urllib.request.Request("
+        "os.environ['MEMFS_URL'] + '/v1/agents/' + agent + '/memories/notes/from-run.md', "
+        "data=b'written by the program', method='PUT', headers={"
+        "'Authorization': 'Bearer ' + os.environ['MEMFS_TOKEN'], 'Memfs-Protocol': '1', 'Content-Type': 'text/markdown'}); "
+        "print(urllib.request.urlopen(req).status)"
+    )
+    action = {"type": "command", "argv": [sys.executable, "-c", script], "timeoutSeconds": 30}
+    # Command actions are an opt-in of the server (MEMFS_ALLOW_COMMANDS); say it here.
+    srv = RealServer(
+        tmp_path / "data",
+        workers=1,
+        extra_args=RUN_OPTIONS,
+        env={"MEMFS_ALLOW_COMMANDS": "1"},
+    )
+    with srv.start():
+        secret = set_up(srv, "cmd", action=action, maxAttempts=1)
+        with httpx.Client(base_url=srv.url, timeout=30) as plain:
+            assert deliver(plain, secret, "cmd", "msg_actor", "{}").status_code == 202
+        [run] = wait_terminal(srv, 1)
+        assert run["status"] == "succeeded", (run["error"], run["output"])
+        with srv.client() as client:
+            response = client.get(
+                agent_url("/versions"), params={"path": "/memories/notes/from-run.md"}
+            )
+            assert response.status_code == 200, response.text
+            [version] = response.json()["versions"]
+    assert version["actor"] == f"run:{run['id']}"

@@ -403,3 +403,19 @@ def test_summary_states_follow_runs(api: Api) -> None:
     assert summary["state"] == "updating" and summary["pendingRunCount"] == 1
     wait_run(api, run_id)
     assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "idle"
+
+
+def test_audit_log_shows_the_next_retry_as_rfc3339(api: Api) -> None:
+    # A body larger than a memory may be fails the memory action, so the run is retried.
+    secret = add_trigger(api, maxAttempts=2)["secret"]
+    body = b'{"x": "' + b"y" * 110_000 + b'"}'
+    run = wait_run(api, deliver(api, secret, body).json()["id"])
+    assert run["status"] == "failed" and run["attempt"] == 2
+    steps = api.post(agent_url(AGENT, "/memory:inspect"), json={"log": {}}).json()["log"]["steps"]
+    retries = [s["detail"]["nextRetryAt"] for s in steps if "nextRetryAt" in s["detail"]]
+    assert retries, steps
+    for value in retries:
+        if value is not None:
+            assert isinstance(value, str) and value.endswith("Z"), retries
+            dt.datetime.fromisoformat(value)
+    assert any(isinstance(v, str) for v in retries)

@@ -22,6 +22,7 @@ class Principal:
     key_id: str | None  # None for the admin
     scopes: frozenset[str]
     subject: str | None = None
+    key_actor: str | None = None  # a key that writes as something else (a run's key)
 
     @property
     def is_admin(self) -> bool:
@@ -32,6 +33,8 @@ class Principal:
         """What a write by this principal is recorded as."""
         if self.subject is not None:
             return f"subject:{self.subject}"
+        if self.key_actor is not None:
+            return self.key_actor
         return "admin" if self.key_id is None else f"key:{self.key_id}"
 
     def covers(self, agent_id: str) -> bool:
@@ -79,7 +82,7 @@ def authenticate(headers: Mapping[str, str], ring: KeyRing, admin_key: str) -> P
         key = ring.authenticate(secret)
         if key is None:
             raise Unauthorized("unknown or revoked key", field="Authorization")
-        principal = Principal(key.key_id, frozenset(key.scopes))
+        principal = Principal(key.key_id, frozenset(key.scopes), key_actor=key.actor)
     return narrow(principal, headers.get("memfs-subject"), headers.get("memfs-scopes"))
 
 

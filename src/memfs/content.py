@@ -43,20 +43,32 @@ def decode(data: bytes, *, field_name: str = "content") -> str:
         ) from None
 
 
-def parse(data: bytes, *, limit: int) -> Parsed:
-    """Check size, encoding and frontmatter of a memory; raise InvalidRequest/PayloadTooLarge."""
+def parse(data: bytes, *, limit: int, lenient: bool = False) -> Parsed:
+    """Check size, encoding and frontmatter of a memory; raise InvalidRequest/PayloadTooLarge.
+
+    ``lenient`` (what Claude's memory tool writes): NUL is allowed, and frontmatter
+    that does not parse, or whose description is no string, gives no description
+    (nor, if it does not parse, metadata) instead of a refusal.
+    """
     if len(data) > limit:
         raise PayloadTooLarge(
             f"memory is {len(data)} bytes; the limit is {limit} (MEMFS_MEMORY_BYTES)",
             field="content",
         )
     text = decode(data)
-    if "\x00" in text:
+    if "\x00" in text and not lenient:
         raise InvalidRequest("content must not contain NUL characters", field="content")
-    meta = _frontmatter(text)
+    try:
+        meta = _frontmatter(text)
+    except InvalidRequest:
+        if not lenient:
+            raise
+        meta = {}
     description = meta.pop("description", None)
     if description is not None and not isinstance(description, str):
-        raise InvalidRequest("frontmatter 'description' must be a string", field="content")
+        if not lenient:
+            raise InvalidRequest("frontmatter 'description' must be a string", field="content")
+        description = None
     metadata: dict[str, Scalar] = {}
     for key, value in meta.items():
         if isinstance(value, float) and not math.isfinite(value):

@@ -576,6 +576,12 @@ def agent_stats(conn: sqlite3.Connection, agent_id: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
+def ever_written(conn: sqlite3.Connection, agent_id: str) -> bool:
+    """Whether any commit of the agent changed a memory (a rename of the agent does not)."""
+    row = conn.execute("SELECT 1 FROM versions WHERE agent_id=? LIMIT 1", (agent_id,)).fetchone()
+    return row is not None
+
+
 def _metadata(raw: object) -> dict[str, Scalar]:
     # Most memories have no metadata besides their description: skip the parser then.
     if raw == "{}":

@@ -418,9 +418,18 @@ def _log(
                     "seq": row[4],
                     "attempt": row[10],
                     "timestamp": format_ts(row[5]),
-                    "detail": json.loads(row[8]),
+                    "detail": _run_detail(row[8]),
                 },
             )
+
+
+def _run_detail(raw: str) -> dict[str, Any]:
+    """A run step's detail as the API shows times: RFC 3339 (events store microseconds)."""
+    detail: dict[str, Any] = json.loads(raw)
+    retry_at = detail.get("nextRetryAt")
+    if isinstance(retry_at, int) and not isinstance(retry_at, bool):
+        detail["nextRetryAt"] = format_ts(retry_at)
+    return detail
 
 
 def _steps(

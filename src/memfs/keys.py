@@ -30,6 +30,9 @@ class ApiKey:
     scopes: tuple[str, ...]
     description: str
     created_at: int
+    # What writes with this key are recorded as, instead of ``key:<keyId>``: a command
+    # run's key writes as ``run:<runId>``, like the run's own memory action.
+    actor: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -65,7 +68,9 @@ class KeyRing:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
-    def create(self, key_id: str, scopes: object, description: object) -> tuple[ApiKey, str]:
+    def create(
+        self, key_id: str, scopes: object, description: object, *, actor: str | None = None
+    ) -> tuple[ApiKey, str]:
         paths.simple_id(key_id, field="keyId")
         checked = check_scopes(scopes)
         if not isinstance(description, str) or len(description) > 1024:
@@ -73,8 +78,10 @@ class KeyRing:
                 "description must be a string of at most 1024 characters", field="description"
             )
         secret = f"{SECRET_PREFIX}{key_id}~{secrets.token_urlsafe(32)}"
-        key = ApiKey(key_id, checked, description, now_us())
+        key = ApiKey(key_id, checked, description, now_us(), actor)
         record = {**key.to_json(), "secretSha256": _hash(secret)}
+        if actor is not None:
+            record["actor"] = actor
         if not self.backend.put_if_absent(_PREFIX + key_id + ".json", json.dumps(record).encode()):
             raise Conflict(f"key {key_id!r} exists; revoke it first to reuse the id", field="keyId")
         return key, secret
@@ -131,6 +138,7 @@ def _key(record: dict[str, object]) -> ApiKey:
         tuple(str(s) for s in scopes),
         str(record.get("description", "")),
         parse_ts(str(record["createdAt"])),
+        str(record["actor"]) if isinstance(record.get("actor"), str) else None,
     )
 
 

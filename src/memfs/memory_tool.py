@@ -16,9 +16,15 @@ Where memfs differs from a local filesystem:
 - No symlinks or special files, so the SDK's symlink-escape and "Unsupported
   file type" refusals never happen; dotfiles are hidden from listings as there.
 - Missing or mistyped fields, and strings holding lone surrogates, are refused
-  with ``Error: ...`` instead of the SDK's lax coercion or a Python ``repr``;
-  paths the store refuses (backslash, control characters, ...) get
-  ``Error: <the store's message>`` where Linux would have accepted them.
+  with ``Error: ...`` instead of the SDK's lax coercion or a Python ``repr``.
+- Text the SDK would store is stored: NUL, any frontmatter (one that does not parse
+  just gives no description or metadata). The only other refusals are memfs's
+  documented limits, worded like the SDK's own refusals: a memory over
+  ``MEMFS_MEMORY_BYTES`` (``File P exceeds maximum size of N bytes.``), a path over
+  1024 bytes, a name over 255 bytes, a control character or backslash in a path,
+  and names the store reserves (``The path P ...``).
+- Paths are NFC-normalised, as every memfs path: ``/memories/e\u0301.md`` and
+  ``/memories/\u00e9.md`` are one file (on Linux they would be two).
 - Like the SDK, only the ``/memories`` prefix is checked: ``/memoriesfoo`` means
   ``/memories/foo``, and ``..``/``.`` are resolved before the escape check.
 """
@@ -28,10 +34,12 @@ from __future__ import annotations
 import enum
 import posixpath
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, TypeGuard
 
+from memfs import paths
 from memfs.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 
 __all__ = ["ToolResult", "ToolStore", "execute"]
@@ -50,10 +58,13 @@ _EMBEDDED_NULL = "ValueError('embedded null byte')"
 _MAX_INT_BITS = 4096
 # Any surrogate in a str decoded from JSON is unpaired: UTF-8 cannot hold it.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_BAD_PATH_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 
 
 class ToolStore(Protocol):
     """The memfs storage the tool works against; folders exist only implicitly."""
+
+    memory_bytes: int  # the largest memory it stores (MEMFS_MEMORY_BYTES)
 
     def read_file(self, path: str) -> str | None:
         """UTF-8 text of the memory at ``path``, None if no such file."""
@@ -185,7 +196,37 @@ def _resolve(path: str) -> str:
     full = posixpath.normpath(f"{ROOT}/{relative}")
     if full != ROOT and not full.startswith(ROOT + "/"):
         raise _Refused(f"Path {path} would escape /memories directory")
+    if full != ROOT:
+        _check_limits(full, path)
     return full
+
+
+def _check_limits(full: str, path: str) -> None:
+    """memfs's documented path limits, refused in the SDK's wording style."""
+    full = unicodedata.normalize("NFC", full)
+    if len(full.encode("utf-8", "surrogatepass")) > paths.MAX_PATH_BYTES:
+        raise _Refused(
+            f"The path {path} exceeds the maximum length of {paths.MAX_PATH_BYTES:,} bytes."
+        )
+    if any(len(s.encode("utf-8", "surrogatepass")) > paths.MAX_SEGMENT_BYTES for s in full.split("/")):
+        raise _Refused(
+            f"The path {path} has a name longer than the maximum of "
+            f"{paths.MAX_SEGMENT_BYTES} bytes."
+        )
+    if _BAD_PATH_CHAR.search(full):
+        raise _Refused(
+            f"The path {path} contains a control character or backslash, "
+            "which memory paths can't hold."
+        )
+    try:
+        paths.memory_path(full)
+    except InvalidRequest as err:  # a name the store reserves
+        raise _Refused(f"The path {path} can't be used: {err.message}.") from None
+
+
+def _check_size(store: ToolStore, content: str, path: str) -> None:
+    if len(content.encode()) > store.memory_bytes:
+        raise _Refused(f"File {path} exceeds maximum size of {store.memory_bytes:,} bytes.")
 
 
 def _parent(path: str) -> str:
@@ -295,6 +336,7 @@ def _create(store: ToolStore, command: Mapping[str, object]) -> str:
     if kind is not _Kind.MISSING:
         # O_CREAT | O_EXCL: a folder (or /memories itself) "exists" as well.
         raise _Refused(f"File {path} already exists")
+    _check_size(store, file_text, path)
     store.write_file(full, file_text, create_only=True)
     return f"File created successfully at: {path}"
 
@@ -330,6 +372,7 @@ def _str_replace(store: ToolStore, command: Mapping[str, object]) -> str:
 
     changed_line_index = content[: content.find(old_str)].count("\n")
     new_content = content.replace(old_str, new_str)
+    _check_size(store, new_content, path)
     store.write_file(full, new_content, create_only=False)
 
     new_lines = new_content.split("\n")
@@ -362,6 +405,7 @@ def _insert(store: ToolStore, command: Mapping[str, object]) -> str:
     new_content = "\n".join(lines)
     if not new_content.endswith("\n"):
         new_content += "\n"
+    _check_size(store, new_content, path)
     store.write_file(full, new_content, create_only=False)
     return f"The file {path} has been edited."
 
@@ -418,12 +462,13 @@ def _rename(store: ToolStore, command: Mapping[str, object]) -> str:
     else:
         if new_full.startswith(old_full + "/"):
             raise _Refused(_INVALID_ARGUMENT)
-        store.move_paths(
-            [
-                (file_path, new_full + file_path[len(old_full) :])
-                for file_path, _ in store.files_under(old_full)
-            ]
-        )
+        moves = [
+            (file_path, new_full + file_path[len(old_full) :])
+            for file_path, _ in store.files_under(old_full)
+        ]
+        for _old, moved in moves:  # a file deep in the folder may now be too long
+            _check_limits(moved, new_path)
+        store.move_paths(moves)
     return f"Successfully renamed {old_path} to {new_path}"
 
 

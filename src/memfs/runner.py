@@ -26,13 +26,14 @@ import random
 import shutil
 import signal
 import socket
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import aiofiles
 
-from memfs import paths
+from memfs import metrics, paths
 from memfs.commits import format_ts, now_us
 from memfs.errors import MemfsError
 from memfs.keys import KeyRing
@@ -297,11 +298,13 @@ class Runner:
     async def _execute(self, run: Run, attempt: int) -> None:
         async with self.slots:
             ok, code, error, output = False, None, None, None
+            started, action = time.perf_counter(), "unknown"
             try:
                 trigger = await asyncio.to_thread(self.triggers.get, run.agent_id, run.trigger_id)
                 delivery = await asyncio.to_thread(self.runs.delivery, run)
                 body = self.runs.body(delivery)
-                if trigger.action.get("type") == "command":
+                action = "command" if trigger.action.get("type") == "command" else "memory"
+                if action == "command":
                     ok, code, error, output = await self._command(
                         run, attempt, trigger, delivery, body
                     )
@@ -315,6 +318,7 @@ class Runner:
             except Exception as exc:  # a run must end, whatever its action did
                 log.exception("run %s attempt %d crashed", run.run_id, attempt)
                 error = f"internal error: {type(exc).__name__}"
+            metrics.run_attempt_done(action, ok, time.perf_counter() - started)
             await asyncio.to_thread(
                 self._finish, run, attempt, ok=ok, exit_code=code, error=error, output=output
             )
@@ -347,6 +351,7 @@ class Runner:
             key_id,
             ["memories:read", "memories:write", f"agents:{run.agent_id}"],
             f"run {run.run_id} attempt {attempt}",
+            actor=f"run:{run.run_id}",
         )
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
+import tempfile
+from pathlib import Path
 
 from memfs import config
 from memfs.errors import InvalidRequest
 from memfs.keys import admin_key
 from memfs.store import Store
+
+# Read by prometheus_client when a worker imports it (memfs.metrics says why).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 _FLAGS = {
     "host": str,
@@ -86,16 +92,37 @@ def run(args: argparse.Namespace, store: Store) -> int:
     # default SIGTERM disposition a single-process server would then die with status
     # 143 instead of exiting 0 like the multi-worker supervisor does.
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.run(
-        "memfs.http.app:create_app",
-        factory=True,
-        host=settings.host,
-        port=settings.port,
-        workers=settings.workers if settings.workers > 1 else None,
-        log_level="info",
-        timeout_graceful_shutdown=30,
-    )
+    metrics_dir = _metrics_folder(settings.workers)
+    try:
+        uvicorn.run(
+            "memfs.http.app:create_app",
+            factory=True,
+            host=settings.host,
+            port=settings.port,
+            workers=settings.workers if settings.workers > 1 else None,
+            log_level="info",
+            timeout_graceful_shutdown=30,
+        )
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def _metrics_folder(workers: int) -> Path | None:
+    """prometheus_client's multiprocess folder when several workers share /metrics.
+
+    A new private (0700) folder per start, so no stale worker file of an earlier run
+    is ever added up; it is named in the environment before the workers start, which
+    is when prometheus_client reads it. One worker keeps its metrics in memory.
+    """
+    os.environ.pop(MULTIPROC_ENV, None)
+    if workers <= 1:
+        return None
+    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    folder = Path(tempfile.mkdtemp(prefix="memfs-metrics-", dir=base))
+    os.environ[MULTIPROC_ENV] = str(folder)
+    return folder
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

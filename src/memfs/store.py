@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,12 +56,17 @@ _RACE_RETRIES = 50
 
 @dataclass(frozen=True)
 class Put:
-    """Write ``content`` at ``path``; ``if_match`` a sha256, ``create_only`` = If-None-Match."""
+    """Write ``content`` at ``path``; ``if_match`` a sha256, ``create_only`` = If-None-Match.
+
+    ``lenient`` (Claude's memory tool): text the tool would store is stored, so NUL is
+    allowed and frontmatter that does not parse just yields no description or metadata.
+    """
 
     path: str
     content: bytes
     if_match: str | None = None
     create_only: bool = False
+    lenient: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,8 @@ class Store:
         # Publishes log entries while the committing thread indexes them (made on first
         # use, and again after close: a closed Store reopens what it needs, as the index).
         self._publisher: ThreadPoolExecutor | None = None
+        # Called after each commit this Store makes (the server counts them for /metrics).
+        self.on_commit: Callable[[], None] | None = None
 
     def close(self) -> None:
         if self._publisher is not None:
@@ -266,6 +273,11 @@ class Store:
         with self.index.read() as conn:
             _require_agent(conn, agent_id)
             return index.agent_stats(conn, agent_id)
+
+    def ever_written(self, agent_id: str) -> bool:
+        """Whether a memory of the agent was ever written (its summary is ``waiting`` until)."""
+        with self.index.read() as conn:
+            return index.ever_written(conn, agent_id)
 
     def erase_agent(self, agent_id: str) -> None:
         """Erase an agent and its whole history, irrecoverably."""
@@ -414,6 +426,8 @@ class Store:
                     # tree that no catch-up repairs (the index would be up to date), and
                     # the next writer of the path would take its file for a hand edit.
                     self._update_tree(commit, plan.contents, staged)
+                    if self.on_commit is not None:
+                        self.on_commit()
                     row_after = _written(plan, commit, read_back)
                     if row_after is None:
                         row_after = _read(conn, agent_id, read_back)
@@ -575,7 +589,7 @@ class Store:
         return index.last_version(conn, agent_id, path) + 1  # after a delete, if any
 
     def _plan_put(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Put) -> None:
-        parsed = contentlib.parse(op.content, limit=self.memory_bytes)
+        parsed = contentlib.parse(op.content, limit=self.memory_bytes, lenient=op.lenient)
         current = self._current(conn, agent_id, plan, op.path)
         if op.create_only and current is not None:
             raise PreconditionFailed(f"{op.path} already exists (If-None-Match: *)", field="path")
@@ -839,7 +853,9 @@ def _validated(op: Op) -> Op:
     if isinstance(op, Put):
         if op.if_match is not None:
             _sha(op.if_match)
-        return Put(paths.memory_path(op.path), op.content, op.if_match, op.create_only)
+        return Put(
+            paths.memory_path(op.path), op.content, op.if_match, op.create_only, op.lenient
+        )
     if isinstance(op, Delete):
         if op.if_match is not None:
             _sha(op.if_match)

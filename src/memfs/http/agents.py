@@ -100,7 +100,8 @@ async def summary(ctx: Ctx) -> Response:
         state = "updating"
     elif by_status.get("delayed"):
         state = "delayed"
-    elif agent.revision == 0 and not by_status:
+    # A rename is a commit too, but it writes no memory: the agent still waits.
+    elif not by_status and (agent.revision == 0 or not ctx.store.ever_written(agent_id)):
         state = "waiting"
     else:
         state = "idle"

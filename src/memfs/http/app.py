@@ -1,8 +1,10 @@
 """The memfs ASGI application: conventions for every request, then one route.
 
-Order per request: request id → ``Origin`` refused → route (404/405) →
-``Memfs-Protocol`` → credentials → handler. Every error, expected or not, leaves as
-the JSON envelope with ``Memfs-Request-Id``; nothing internal leaks into a 500.
+Order per request: request id → ``Origin`` refused (not for /healthz, /readyz,
+/metrics) → route (404/405) → ``Memfs-Protocol`` → credentials → handler. Every
+error, expected or not, leaves as the JSON envelope with ``Memfs-Request-Id``;
+nothing internal leaks into a 500. Each request is counted for ``/metrics`` by its
+route template.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import logging
 import os
 import secrets
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,13 +22,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config
+from memfs import config, metrics
 from memfs.auth import authenticate
 from memfs.errors import InvalidRequest, MemfsError
-from memfs.http import agents, command, inspect, memories, tenant, triggers
+from memfs.http import agents, command, health, inspect, memories, tenant, triggers
 from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
-from memfs.http.openapi import spec
+from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
 from memfs.keys import KeyRing, admin_key
 from memfs.runner import Runner
@@ -40,6 +43,8 @@ PROTOCOL_VERSIONS = ("1",)
 # routes match the same method and path, so the order changes nothing else
 # (tests/test_http_conventions.py); the OpenAPI document keeps the order of ROUTES.
 HOT_ROUTES = ("getMemory", "listMemories", "putMemory")
+# The method label of /metrics: any other method a client sends is "other".
+_METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"})
 
 ROUTES = [
     Route("PUT", "v1/tenant/keys/{keyId}", tenant.put_key, "putKey"),
@@ -84,6 +89,10 @@ ROUTES = [
     Route("GET", "v1/agents/{agentId}/runs", triggers.list_runs, "listRuns"),
     Route("GET", "v1/agents/{agentId}/runs/{runId}", triggers.get_run, "getRun"),
     Route("POST", "v1/agents/{agentId}/runs/{runId}:retry", triggers.retry_run, "retryRun"),
+    # For monitors: no Memfs-Protocol, no key (protocol=False), no ids in the answers.
+    Route("GET", "healthz", health.healthz, "getHealth", protocol=False),
+    Route("GET", "readyz", health.readyz, "getReadiness", protocol=False),
+    Route("GET", "metrics", health.metrics_text, "getMetrics", protocol=False),
 ]
 
 
@@ -98,6 +107,7 @@ class MemfsApp:
         routes = routes if routes is not None else ROUTES
         self.router = Router(sorted(routes, key=lambda r: r.name not in HOT_ROUTES))
         self._openapi = spec(routes)
+        self._templates = {r.name: openapi_path(r) for r in routes}  # the metrics' route label
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -106,15 +116,33 @@ class MemfsApp:
         if scope["type"] != "http":
             return
         request_id = "req_" + secrets.token_hex(8)
+        started = time.perf_counter()
+        matched: list[Route] = []  # the route the request reached, for its metrics label
         try:
-            response = await self._handle(Request(scope, receive), scope, request_id)
+            response = await self._handle(Request(scope, receive), scope, request_id, matched)
         except MemfsError as exc:
             response = error_response(exc, request_id)
         except Exception:
             log.exception("unhandled error in request %s", request_id)
             response = internal_error(request_id)
         response.headers["Memfs-Request-Id"] = request_id
-        await response(scope, receive, send)
+        try:
+            await response(scope, receive, send)
+        finally:
+            self._observe(scope, matched, response.status_code, time.perf_counter() - started)
+
+    def _observe(self, scope: Scope, matched: list[Route], status: int, seconds: float) -> None:
+        """Count the request under its route template, never its raw path."""
+        method = scope["method"] if scope["method"] in _METHODS else "other"
+        if matched:
+            route = self._templates[matched[0].name]
+            if matched[0].name == "deliverWebhook":
+                metrics.delivery_answered(status)
+        elif scope["path"] == "/openapi.json":
+            route = "/openapi.json"
+        else:
+            route = metrics.UNMATCHED
+        metrics.request_done(route, method, status, seconds)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         stop = asyncio.Event()
@@ -122,6 +150,7 @@ class MemfsApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                metrics.set_agents_damaged(0)
                 if self.run_runs:
                     settings = self.services.settings
                     runner = Runner(
@@ -145,11 +174,16 @@ class MemfsApp:
                 self.services.writer.shutdown(wait=True)
                 self.services.writer = ThreadPoolExecutor(1, thread_name_prefix="memfs-writer")
                 self.services.store.close()
+                metrics.process_stopped()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    async def _handle(self, request: Request, scope: Scope, request_id: str) -> Response:
-        if "origin" in request.headers:
+    async def _handle(
+        self, request: Request, scope: Scope, request_id: str, matched: list[Route]
+    ) -> Response:
+        raw = scope.get("raw_path") or scope["path"].encode()
+        raw_path = raw.decode("latin-1").split("?", 1)[0]
+        if "origin" in request.headers and raw_path not in health.PATHS:
             from memfs.errors import Forbidden
 
             raise Forbidden(
@@ -157,11 +191,10 @@ class MemfsApp:
                 "keys must stay on servers",
                 field="Origin",
             )
-        raw = scope.get("raw_path") or scope["path"].encode()
-        raw_path = raw.decode("latin-1").split("?", 1)[0]
         if raw_path == "/openapi.json" and request.method in ("GET", "HEAD"):
             return JSONResponse(self._openapi)
         route, params = self.router.resolve(request.method, raw_path)
+        matched.append(route)
         if route.protocol:
             version = request.headers.get("memfs-protocol")
             if version not in PROTOCOL_VERSIONS:
@@ -182,6 +215,7 @@ class MemfsApp:
 def build(settings: config.Settings) -> MemfsApp:
     store = Store(settings.data, memory_bytes=settings.memory_bytes)
     store.sync()  # apply what a crashed writer left in the log before serving
+    store.on_commit = metrics.commit_made
     key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(
         store=store,

@@ -7,12 +7,22 @@ from starlette.responses import JSONResponse, Response
 
 from memfs import index, paths
 from memfs.errors import NotFound
-from memfs.http.context import Ctx
+from memfs.http.context import Ctx, only_fields
 from memfs.http.memories import _message as commit_message
 from memfs.memory_tool import execute
 from memfs.store import Delete, Move, Put, Store
 
 _READ_ONLY = {"view"}
+# The fields of each command of memory_20250818; any other field is a 400, as for
+# every JSON body (a typo such as "file_txt" must not pass as a missing field).
+FIELDS = {
+    "view": ("command", "path", "view_range"),
+    "create": ("command", "path", "file_text"),
+    "str_replace": ("command", "path", "old_str", "new_str"),
+    "insert": ("command", "path", "insert_line", "insert_text"),
+    "delete": ("command", "path"),
+    "rename": ("command", "old_path", "new_path"),
+}
 
 
 class StoreTool:
@@ -21,6 +31,7 @@ class StoreTool:
     def __init__(self, store: Store, agent_id: str, actor: str, message: str = "") -> None:
         self.store, self.agent_id, self.actor = store, agent_id, actor
         self.message = message  # the request's Memfs-Message, if any
+        self.memory_bytes = store.memory_bytes
 
     def read_file(self, path: str) -> str | None:
         try:
@@ -49,7 +60,7 @@ class StoreTool:
     def write_file(self, path: str, content: str, *, create_only: bool) -> None:
         self.store.apply(
             self.agent_id,
-            [Put(path, content.encode(), create_only=create_only)],
+            [Put(path, content.encode(), create_only=create_only, lenient=True)],
             actor=self.actor,
             message=self.message or "memory tool",
         )
@@ -76,6 +87,8 @@ async def memory_command(ctx: Ctx) -> Response:
     agent_id = paths.agent_id(ctx.params["agentId"])
     doc = await ctx.json(ctx.services.settings.memory_bytes * 6 + 4096)
     name = doc.get("command")
+    if isinstance(name, str) and name in FIELDS:
+        only_fields(doc, *FIELDS[name])
     # Any JSON may come here (a list is unhashable): only a str can name a read-only command.
     action = "memories:read" if isinstance(name, str) and name in _READ_ONLY else "memories:write"
     ctx.who.require(action, agent_id)

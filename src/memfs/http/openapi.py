@@ -242,6 +242,8 @@ memfs: versioned Markdown memories for AI agents; docs/api.md has worked example
 - Every /v1 route needs `Memfs-Protocol: 1` and `Authorization: Bearer <key>`;
   `Memfs-Subject` with `Memfs-Scopes` narrows the key for one request.
 - A request with an `Origin` header is refused (403): keys never come from browsers.
+  `/healthz`, `/readyz` and `/metrics` are outside /v1: no protocol header, no key, any
+  Origin.
 - Every response carries `Memfs-Request-Id`; every error is the `Error` envelope.
 - Another method on a known path is a 405 with `Allow`; HEAD works wherever GET does.
 - Lists are `{"<items>": [...], "nextCursor": ...}`; cursors are opaque, signed and bound
@@ -261,6 +263,51 @@ OPENAPI_JSON: Json = {
 }
 
 
+MONITOR = (
+    "For monitors: no Memfs-Protocol, no key, and answered whatever the Origin header "
+    "(no CORS headers are sent). Nothing in the answer names an agent, a path or a key."
+)
+
+
+def _monitor(name: str, summary: str, ok: str, content: Json, *errors: int) -> Json:
+    responses: Json = {"200": response(ok, content)}
+    for status in (*errors, 500):
+        responses[str(status)] = ref("responses", ERRORS[status][0])
+    return {
+        "operationId": name,
+        "tags": ["meta"],
+        "summary": summary,
+        "description": MONITOR,
+        "parameters": [],
+        "security": [],
+        "responses": responses,
+    }
+
+
+# Routes outside /v1, described whole (they share none of the /v1 conventions).
+MONITORS: dict[str, Json] = {
+    "getHealth": _monitor(
+        "getHealth",
+        "Liveness: the process serves",
+        'always {"status": "ok"} while the process answers',
+        json_content(schema_ref("Health")),
+    ),
+    "getReadiness": _monitor(
+        "getReadiness",
+        "Readiness: the index is open and caught up",
+        '{"status": "ready"}; a 503 (retryable) while the index is rebuilt or catches up',
+        json_content(schema_ref("Health")),
+        503,
+    ),
+    "getMetrics": _monitor(
+        "getMetrics",
+        "Prometheus metrics",
+        "the Prometheus text exposition format, summed over every worker",
+        {"text/plain": {"schema": STRING}},
+    ),
+}
+
+
 def _path_params(route: Route) -> list[Json]:
     out = []
     for part in route.pattern.strip("/").split("/"):
@@ -272,6 +319,8 @@ def _path_params(route: Route) -> list[Json]:
 
 
 def _operation(route: Route) -> Json:
+    if route.name in MONITORS:
+        return MONITORS[route.name]
     params = _path_params(route)
     if route.protocol:
         params += [ref("parameters", h) for h in ("Memfs-Protocol", "Memfs-Subject")]
@@ -315,7 +364,7 @@ def openapi_path(route: Route) -> str:
 
 def undocumented(routes: Sequence[Route]) -> list[str]:
     """Names of the routes that ``OPERATIONS`` does not describe."""
-    return [r.name for r in routes if r.name not in OPERATIONS]
+    return [r.name for r in routes if r.name not in OPERATIONS and r.name not in MONITORS]
 
 
 def spec(routes: Sequence[Route]) -> Json:
@@ -338,7 +387,7 @@ def spec(routes: Sequence[Route]) -> Json:
             {"name": "inspect", "description": "the audit surface (not retrieval)"},
             {"name": "triggers", "description": "webhook triggers and deliveries"},
             {"name": "runs", "description": "what deliveries started"},
-            {"name": "meta", "description": "this document"},
+            {"name": "meta", "description": "this document, health, readiness and metrics"},
         ],
         "paths": paths,
         "components": {

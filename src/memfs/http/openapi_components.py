@@ -123,6 +123,7 @@ ERRORS: dict[int, tuple[str, str, str]] = {
     412: ("PreconditionFailed", "precondition_failed", "If-Match / If-None-Match not met"),
     413: ("PayloadTooLarge", "payload_too_large", "the body or memory is over its limit"),
     500: ("InternalError", "internal_error", "a server fault, never bad input"),
+    503: ("Unavailable", "unavailable", "not ready yet or storage unavailable; retry"),
 }
 
 # Claude memory-tool commands: fields, "?" marking an optional one.
@@ -143,7 +144,7 @@ COMMAND_FIELDS: dict[str, Json] = {
 def _command(name: str, fields: tuple[str, ...]) -> Json:
     props = {f.rstrip("?"): COMMAND_FIELDS.get(f.rstrip("?"), STRING) for f in fields}
     optional = [f.rstrip("?") for f in fields if f.endswith("?")]
-    return _object({"command": {"const": name}, **props}, optional)
+    return _object({"command": {"const": name}, **props}, optional, closed=True)
 
 
 SCHEMAS: dict[str, Json] = {
@@ -191,6 +192,11 @@ SCHEMAS: dict[str, Json] = {
         ),
     ),
     "AgentList": _page("agents", "Agent"),
+    "Health": _obj(
+        ("status",),
+        closed=True,
+        status={"type": "string", "enum": ["ok", "ready"]},
+    ),
     "MemorySummary": _fields(
         "agentId:str agentName:str memoryStoreId:uuid memoryCount:int0 totalBytes:int0 "
         "revision:int0 pendingRunCount:int0 failedRunCount:int0 lastUpdatedAt:ts? "
@@ -241,7 +247,8 @@ SCHEMAS: dict[str, Json] = {
     "VersionList": _page("versions", "Version"),
     "MemoryCommand": {
         "description": "One Claude memory-tool command (memory_20250818), same field names. "
-        "A malformed or refused command is answered 200 with ok=false, as the SDK's tool.",
+        "A malformed or refused command is answered 200 with ok=false, as the SDK's tool; "
+        "a field the command does not have is a 400.",
         "oneOf": [_command(name, fields) for name, fields in COMMANDS.items()],
     },
     "InspectRequest": _desc(
