@@ -478,7 +478,7 @@ def test_full_session(memfs: Memfs, tmp_path: Path) -> None:
             [*d, "cat", "demo", "conventions/naming.md"],
         ]
     )
-    assert reindexed.json() == {"agents": 2, "commits": head}
+    assert reindexed.json() == {"agents": 2, "commits": head, "damaged": []}
     report = fsck.json()
     assert report["ok"] is True and report["derived"] == [] and report["commits"] == head
     agents = long.json()["agents"]

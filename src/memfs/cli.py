@@ -348,9 +348,14 @@ def cmd_fsck(args: argparse.Namespace, store: Store) -> int:
     lines += [f"DAMAGED  {m}" for m in report.damaged]
     lines += [f"derived  {m}" for m in report.derived]
     lines += [f"repaired {m}" for m in report.repaired]
+    lines += [f"restored {m}" for m in report.restored]
     lines += [f"uncommitted {m}" for m in report.uncommitted]
+    lines += [f"warning  {m}" for m in report.warnings]
     if report.damaged:
-        lines.append("canonical state is damaged: restore it from a backup; fsck never rewrites it")
+        lines.append(
+            "canonical state is damaged: each DAMAGED line says its fix; --repair restores"
+            " only from intact copies"
+        )
     elif not report.ok:
         lines.append("derived state is out of date: run 'memfs fsck --repair'")
     else:
@@ -360,13 +365,15 @@ def cmd_fsck(args: argparse.Namespace, store: Store) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, store: Store) -> int:
-    agents, commits = maintenance.reindex(store)
-    _out(
-        args,
-        {"agents": agents, "commits": commits},
-        [f"reindexed {agents} agent(s), {commits} commit(s)"],
-    )
-    return 0
+    result = maintenance.reindex(store, progress=lambda note: print(note, file=sys.stderr))
+    lines = [f"reindexed {result.agents} agent(s), {result.commits} commit(s)"]
+    lines += [
+        f"DAMAGED  {agent}: {file}: {why} — refused; run 'memfs fsck'"
+        for agent, file, why in result.damaged
+    ]
+    damaged = [{"agentId": a, "file": f, "reason": w} for a, f, w in result.damaged]
+    _out(args, {"agents": result.agents, "commits": result.commits, "damaged": damaged}, lines)
+    return 1 if result.damaged else 0
 
 
 # ---- audit and export ------------------------------------------------------------

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from memfs import config
+from memfs import config, healing
 from memfs.errors import InvalidRequest
 from memfs.keys import admin_key
 from memfs.store import Store
@@ -56,6 +56,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
     except InvalidRequest as exc:
         print(f"memfs: {exc.message}", file=sys.stderr)
         return 2
+    # Once, before any worker starts: workers then find the index whole and caught up.
+    healing.heal(store, progress=lambda note: print(note, file=sys.stderr, flush=True))
     store.close()
     key, path = admin_key(settings.data, settings.admin_key)
     env = {

@@ -19,14 +19,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config
+from memfs import config, faults, healing
 from memfs.auth import authenticate
-from memfs.errors import InvalidRequest, MemfsError
+from memfs.errors import Damaged, InvalidRequest, MemfsError
 from memfs.http import agents, command, inspect, memories, tenant, triggers
 from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import spec
 from memfs.http.routing import Route, Router
+from memfs.index import IndexGone
 from memfs.keys import KeyRing, admin_key
 from memfs.runner import Runner
 from memfs.store import Store
@@ -109,10 +110,19 @@ class MemfsApp:
         try:
             response = await self._handle(Request(scope, receive), scope, request_id)
         except MemfsError as exc:
+            if isinstance(exc, Damaged) and not exc.known:
+                await asyncio.to_thread(self.services.store.record_damage, exc)
             response = error_response(exc, request_id)
-        except Exception:
-            log.exception("unhandled error in request %s", request_id)
-            response = internal_error(request_id)
+        except Exception as exc:
+            translated = faults.translate(exc)
+            if translated is None:
+                log.exception("unhandled error in request %s", request_id)
+                response = internal_error(request_id)
+            else:
+                log.warning("request %s: %s (%r)", request_id, translated.message, exc)
+                if isinstance(exc, IndexGone):
+                    healing.rebuild_in_background(self.services.store)
+                response = error_response(translated, request_id)
         response.headers["Memfs-Request-Id"] = request_id
         await response(scope, receive, send)
 
@@ -181,7 +191,8 @@ class MemfsApp:
 
 def build(settings: config.Settings) -> MemfsApp:
     store = Store(settings.data, memory_bytes=settings.memory_bytes)
-    store.sync()  # apply what a crashed writer left in the log before serving
+    # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
+    healing.heal(store)
     key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(
         store=store,
