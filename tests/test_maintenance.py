@@ -215,9 +215,7 @@ def test_fsck_is_clean_on_a_healthy_store(store: Store, agent: str) -> None:
     assert report.to_json()["ok"] is True
 
 
-def test_flipped_byte_in_a_blob_is_restored_from_the_index_copy(
-    store: Store, agent: str
-) -> None:
+def test_flipped_byte_in_a_blob_is_restored_from_the_index_copy(store: Store, agent: str) -> None:
     store.write(agent, "/memories/big.md", BIG, actor=ACTOR)
     blob = store.data_dir / layout.blob_key(agent, sha(BIG))
     raw = bytearray(blob.read_bytes())
