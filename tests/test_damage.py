@@ -5,6 +5,7 @@ one agent, the index rebuilt when lost (before start and under a running server)
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from pathlib import Path
@@ -12,7 +13,8 @@ from urllib.parse import quote
 
 import httpx
 
-from memfs import layout
+from memfs import layout, maintenance
+from memfs.durable import TEMP_PREFIX
 from servers_real import memfs_cli, running
 
 BIG = ("# big\n" + "x" * 40_000 + "\n").encode()  # stored as a blob, not inline
@@ -219,3 +221,24 @@ def test_an_index_deleted_under_a_running_server_is_rebuilt(tmp_path: Path) -> N
                 got = client.get(url("team/a", path))
                 assert got.status_code == 200 and got.json()["content"].encode() == body
             assert len(_listing(client, "team/b")) == 5
+
+
+def test_crash_temp_files_are_a_warning_and_the_server_sweeps_them(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running(data) as server, server.client() as client:
+        _populate(client)
+    log_folder = (data / layout.log_key("team/a", 1)).parent
+    old, young = log_folder / f"{TEMP_PREFIX}old", log_folder / f"{TEMP_PREFIX}young"
+    for stray in (old, young):
+        stray.write_bytes(b"half an entry")
+    past = time.time() - maintenance.TEMP_GRACE_S - 60
+    os.utime(old, (past, past))
+    report = memfs_cli("fsck", data=data)
+    assert report.returncode == 0, report.stdout  # not damage
+    assert any(
+        line.startswith("warning") and str(old) in line for line in report.stdout.splitlines()
+    )
+    with running(data):
+        pass
+    assert not old.exists()
+    assert young.exists()  # a writer may still be at work on it

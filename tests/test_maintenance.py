@@ -16,7 +16,7 @@ import pytest
 
 from memfs import layout, maintenance, paths
 from memfs.durable import TEMP_PREFIX
-from memfs.errors import Conflict, CorruptionError, Damaged, InvalidRequest, NotFound
+from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
 from memfs.index import FolderEntry, MemoryRow
 from memfs.store import Store
 

@@ -279,6 +279,22 @@ def _blob_of(store: Store, agent_id: str) -> Callable[[str], bytes]:
     return blob
 
 
+# ---- temp files ----------------------------------------------------------------------
+
+
+def sweep_temp_files(store: Store, *, older_than_s: float = TEMP_GRACE_S) -> int:
+    """Remove temp files crashed writers left (older than a writer could take); the
+    server calls this at start and periodically. Returns how many went."""
+    removed = 0
+    for tmp in durable.stale_temp_files(store.data_dir, older_than_s=older_than_s):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed += 1
+    if removed:
+        log.warning("removed %d temp file(s) left by interrupted writes", removed)
+    return removed
+
+
 # ---- fsck ----------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config, faults, healing
+from memfs import config, faults, healing, maintenance
 from memfs.auth import authenticate
 from memfs.errors import Damaged, InvalidRequest, MemfsError
 from memfs.http import agents, command, inspect, memories, tenant, triggers
@@ -36,6 +36,7 @@ from memfs.tokens import Signer
 log = logging.getLogger("memfs.http")
 
 PROTOCOL_VERSIONS = ("1",)
+SWEEP_EVERY_S = 600.0  # how often crash temp files (older than TEMP_GRACE_S) are removed
 # The router tries routes in order, matching each pattern: the routes agents call most
 # are tried first (about 15 us less per request than in the order of ROUTES). No two
 # routes match the same method and path, so the order changes nothing else
@@ -144,9 +145,11 @@ class MemfsApp:
                     )
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
+                sweeper = asyncio.create_task(self._sweep_forever(stop))
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 stop.set()
+                sweeper.cancel()
                 if task is not None:
                     self.services.runner.wake.set()  # type: ignore[union-attr]
                     with contextlib.suppress(Exception):
@@ -157,6 +160,17 @@ class MemfsApp:
                 self.services.store.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def _sweep_forever(self, stop: asyncio.Event) -> None:
+        """Crash temp files are removed at start (build) and every SWEEP_EVERY_S."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=SWEEP_EVERY_S)
+            if not stop.is_set():
+                try:
+                    await asyncio.to_thread(maintenance.sweep_temp_files, self.services.store)
+                except Exception:
+                    log.exception("sweeping temp files failed")
 
     async def _handle(self, request: Request, scope: Scope, request_id: str) -> Response:
         if "origin" in request.headers:
@@ -193,6 +207,7 @@ def build(settings: config.Settings) -> MemfsApp:
     store = Store(settings.data, memory_bytes=settings.memory_bytes)
     # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
     healing.heal(store)
+    maintenance.sweep_temp_files(store)
     key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(
         store=store,
