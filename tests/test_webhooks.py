@@ -403,3 +403,33 @@ def test_summary_states_follow_runs(api: Api) -> None:
     assert summary["state"] == "updating" and summary["pendingRunCount"] == 1
     wait_run(api, run_id)
     assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "idle"
+
+
+# ---- deliveries are never accepted to fail ------------------------------------------
+
+
+def test_a_body_a_memory_action_cannot_store_is_413_before_any_run(api: Api) -> None:
+    secret = add_trigger(api, prompt="store it")["secret"]
+    big = json.dumps({"blob": "y" * 200 * 1024}).encode()  # 200 KiB: under webhookBodyBytes
+    refused = deliver(api, secret, big, webhook_id="msg_big")
+    assert_error(refused, 413, "payload_too_large", field="body")
+    assert "memory action" in refused.json()["message"]
+    # Just under memoryBytes, the frontmatter would push the memory over it: refused too.
+    near = json.dumps({"blob": "y" * (100 * 1024 - 20)}).encode()
+    assert deliver(api, secret, near, webhook_id="msg_near").status_code == 413
+    assert api.get(agent_url(AGENT, "/runs")).json()["runs"] == []
+    # A body that fits is stored, once.
+    fits = deliver(api, secret, b'{"ok": true}', webhook_id="msg_ok")
+    assert fits.status_code == 202
+    assert wait_run(api, fits.json()["id"])["status"] == "succeeded"
+
+
+def test_a_permanent_error_fails_the_run_at_once_without_retrying(api: Api) -> None:
+    # A memory stands where the action needs a folder: every attempt would meet it.
+    api.must_write("/memories/inbox", "a memory, not a folder")
+    secret = add_trigger(api, prompt="p", maxAttempts=5)["secret"]
+    run = deliver(api, secret, b"{}", webhook_id="msg_x").json()
+    ended = wait_run(api, run["id"])
+    assert ended["status"] == "failed"
+    assert ended["attempt"] == 1 and ended["nextRetryAt"] is None
+    assert "not retried" in ended["error"]

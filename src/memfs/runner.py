@@ -34,7 +34,14 @@ import aiofiles
 
 from memfs import paths
 from memfs.commits import format_ts, now_us
-from memfs.errors import MemfsError
+from memfs.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    MemfsError,
+    NotFound,
+    PayloadTooLarge,
+)
 from memfs.keys import KeyRing
 from memfs.runs import Run, Runs, cap_output
 from memfs.store import Store
@@ -43,6 +50,8 @@ from memfs.triggers import Trigger, Triggers
 log = logging.getLogger("memfs.runner")
 
 BACKOFF_CAP_S = 3600.0
+# Errors of a run's action that the same delivery would meet again on every attempt.
+PERMANENT = (PayloadTooLarge, InvalidRequest, NotFound, Conflict, Forbidden)
 
 
 def _boot_id() -> str:
@@ -245,6 +254,7 @@ class Runner:
         error: str | None,
         output: str | None = None,
         expect: str = "running",
+        permanent: bool = False,
     ) -> Run:
         ours = [False]  # whether the end event appended is this call's
 
@@ -254,7 +264,7 @@ class Runner:
                 return None
             if ok:
                 return {"type": "succeeded", "attempt": attempt, "exitCode": exit_code}
-            retry = attempt < cur.max_attempts
+            retry = attempt < cur.max_attempts and not permanent
             return {
                 "type": "failed",
                 "attempt": attempt,
@@ -297,6 +307,7 @@ class Runner:
     async def _execute(self, run: Run, attempt: int) -> None:
         async with self.slots:
             ok, code, error, output = False, None, None, None
+            permanent = False
             try:
                 trigger = await asyncio.to_thread(self.triggers.get, run.agent_id, run.trigger_id)
                 delivery = await asyncio.to_thread(self.runs.delivery, run)
@@ -308,6 +319,9 @@ class Runner:
                 else:
                     await asyncio.to_thread(self._memory, run, trigger, delivery, body)
                     ok = True
+            except PERMANENT as exc:
+                # Retrying can't help (too large, invalid, agent erased): fail at once.
+                error, permanent = f"{exc.message} (permanent: not retried)", True
             except MemfsError as exc:
                 error = exc.message
             except asyncio.CancelledError:
@@ -316,7 +330,16 @@ class Runner:
                 log.exception("run %s attempt %d crashed", run.run_id, attempt)
                 error = f"internal error: {type(exc).__name__}"
             await asyncio.to_thread(
-                self._finish, run, attempt, ok=ok, exit_code=code, error=error, output=output
+                functools.partial(
+                    self._finish,
+                    run,
+                    attempt,
+                    ok=ok,
+                    exit_code=code,
+                    error=error,
+                    output=output,
+                    permanent=permanent,
+                )
             )
             self.wake.set()
 
