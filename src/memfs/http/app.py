@@ -12,8 +12,11 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -21,7 +24,7 @@ from starlette.types import Receive, Scope, Send
 
 from memfs import config, faults, healing, maintenance
 from memfs.auth import authenticate
-from memfs.errors import Damaged, InvalidRequest, MemfsError
+from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, inspect, memories, tenant, triggers
 from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
@@ -100,6 +103,9 @@ class MemfsApp:
         routes = routes if routes is not None else ROUTES
         self.router = Router(sorted(routes, key=lambda r: r.name not in HOT_ROUTES))
         self._openapi = spec(routes)
+        # Set by SIGTERM: for shutdown_drain_seconds new requests get 503 (retryable)
+        # while the listener is still open, instead of a reset connection.
+        self.draining = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -108,6 +114,13 @@ class MemfsApp:
         if scope["type"] != "http":
             return
         request_id = "req_" + secrets.token_hex(8)
+        if self.draining:
+            refusal = error_response(
+                Unavailable("the server is shutting down; retry in a moment"), request_id
+            )
+            refusal.headers["Connection"] = "close"
+            await refusal(scope, receive, send)
+            return
         try:
             response = await self._handle(Request(scope, receive), scope, request_id)
         except MemfsError as exc:
@@ -142,10 +155,12 @@ class MemfsApp:
                         concurrency=settings.run_concurrency,
                         retry_base_s=settings.retry_base_ms / 1000,
                         retention_hours=settings.delivery_retention_hours,
+                        command_grace_s=settings.command_grace_seconds,
                     )
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
                 sweeper = asyncio.create_task(self._sweep_forever(stop))
+                self._drain_on_sigterm()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 stop.set()
@@ -160,6 +175,26 @@ class MemfsApp:
                 self.services.store.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    def _drain_on_sigterm(self) -> None:
+        """Put a drain before uvicorn's SIGTERM handler (installed by now): answer 503
+        for shutdown_drain_seconds, then hand the signal on so uvicorn shuts down."""
+        seconds = self.services.settings.shutdown_drain_seconds
+        previous = signal.getsignal(signal.SIGTERM)
+        if seconds <= 0 or not callable(previous):
+            return
+        loop = asyncio.get_running_loop()
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self.draining:
+                previous(signum, frame)  # a second SIGTERM: stop now
+                return
+            self.draining = True
+            log.warning("SIGTERM: answering 503 for %d s, then shutting down", seconds)
+            loop.call_soon_threadsafe(loop.call_later, seconds, previous, signum, frame)
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handle)
 
     async def _sweep_forever(self, stop: asyncio.Event) -> None:
         """Crash temp files are removed at start (build) and every SWEEP_EVERY_S."""
