@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from memfs import layout, maintenance, paths
+from memfs import healing, layout, maintenance, paths
 from memfs.durable import TEMP_PREFIX
 from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
 from memfs.index import FolderEntry, MemoryRow
@@ -480,3 +480,48 @@ def test_commit_worktree_refuses_invalid_content(store: Store, agent: str) -> No
     with pytest.raises(InvalidRequest, match="commit refused: invalid YAML frontmatter on line 2"):
         maintenance.commit_worktree(store, agent, actor=ACTOR, message="")
     assert store.get_agent(agent).revision == 0
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda path: path.unlink(),
+        lambda path: path.write_bytes(b""),
+        lambda path: _set_schema(path, 99),
+    ],
+    ids=["missing", "empty", "unknown schema"],
+)
+def test_a_lost_index_is_rebuilt_from_the_log_at_start(tmp_path: Path, spoil: Any) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    populate(store, store.create_agent("users/alice/assistant").agent_id)
+    before = snapshot(store)
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        (data / f"index.sqlite{suffix}").unlink(missing_ok=True)
+    spoil(data / "index.sqlite")
+    reopened = Store(data)
+    try:
+        healing.heal(reopened)
+        assert snapshot(reopened) == before
+    finally:
+        reopened.close()
+
+
+def test_an_index_missing_an_agent_on_disk_is_rebuilt_at_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    populate(store, store.create_agent("users/alice/assistant").agent_id)
+    before = snapshot(store)
+    sql(store, "DELETE FROM agents WHERE agent_id='users/alice/assistant'")
+    assert healing.behind(store) is not None
+    healing.heal(store)
+    assert snapshot(store) == before
+    assert healing.behind(store) is None
+
+
+def _set_schema(path: Path, value: int) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='schema'", (value,))
+    conn.close()

@@ -46,6 +46,9 @@ def behind(store: Store) -> str | None:
     """Why the index can't be trusted as it is (None if it can): it was just made, or
     an agent on disk is missing from it."""
     if store.index.created:
+        if next(maintenance.canonical_agents(store), None) is None:
+            store.index.created = False  # a new data folder: nothing to rebuild
+            return None
         return "the index was missing, empty or of an unknown schema"
     with store.index.read() as conn:
         known = {row[0] for row in conn.execute("SELECT agent_id FROM agents")}
@@ -91,6 +94,8 @@ def _rebuild(store: Store) -> None:
         with _exclusive(path.with_name(path.name + ".rebuild")):
             if not _usable(path):
                 _build_beside(store, path)
+            with contextlib.suppress(FileNotFoundError):
+                store.healed_inode = os.stat(path).st_ino
             heal(store)  # a replaced file may be behind the log: catch it up
     except Exception:
         log.exception("rebuilding the index failed; the next request tries again")

@@ -15,6 +15,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -206,6 +207,7 @@ class Store:
         self.index = Index(index_file or layout.index_path(data_dir))
         # True while this process rebuilds a deleted or replaced index (memfs.healing).
         self.index_rebuilding = False
+        self.healed_inode: int | None = None  # the index file last checked against the log
         self.index.on_reopen = self._index_replaced
         self.memory_bytes = memory_bytes
         # Publishes log entries while the committing thread indexes them (made on first
@@ -213,8 +215,17 @@ class Store:
         self._publisher: ThreadPoolExecutor | None = None
 
     def _index_replaced(self) -> None:
+        """A thread found the index file replaced: check it against the log, once per
+        file (every thread of the process reconnects, one by one)."""
         from memfs import healing  # healing rebuilds through maintenance, above the store
 
+        try:
+            inode: int | None = os.stat(self.index.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode is not None and inode == self.healed_inode:
+            return
+        self.healed_inode = inode
         healing.rebuild_in_background(self)
 
     def close(self) -> None:
