@@ -123,8 +123,8 @@ def test_reindex_rebuilds_exactly_the_same_answers(tmp_path: Path) -> None:
     reopened = Store(data)
     try:
         assert reopened.list_agents() == []  # a fresh index knows nothing yet
-        result = maintenance.reindex(reopened)
-        assert (result.agents, result.commits, result.damaged) == (3, 11, [])
+        rebuilt = maintenance.reindex(reopened)
+        assert (rebuilt.agents, rebuilt.commits, rebuilt.damaged) == (3, 11, [])
         assert snapshot(reopened) == before
         # Writing goes on at the next revision, as if nothing happened.
         result = reopened.write(agent, "/memories/new.md", b"n", actor=ACTOR)
