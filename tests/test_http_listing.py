@@ -237,7 +237,9 @@ def test_an_index_of_schema_1_gets_the_listings_when_opened(api: Api, tmp_path: 
 
 def _pages(conn: index.Connection) -> list[index.ListingJson]:
     return [
-        index.list_memories_json(conn, AGENT, folder, after=None, limit=200, depth_one=depth_one)
+        index.list_memories_json(
+            conn, AGENT, folder, after=None, limit=200, depth_one=depth_one
+        )
         for folder in ("/memories", "/memories/t")
         for depth_one in (False, True)
     ]

@@ -117,7 +117,9 @@ def test_header_names_are_case_insensitive() -> None:
 # --- oracle: the standardwebhooks package ----------------------------------------
 
 
-@pytest.mark.parametrize("payload", ['{"a": 1}', "", "plain text", "ünïcødé ✓", "\ufeff{}"])
+@pytest.mark.parametrize(
+    "payload", ['{"a": 1}', "", "plain text", "ünïcødé ✓", "\ufeff{}"]
+)
 def test_library_signed_deliveries_verify(payload: str) -> None:
     now = int(time.time())
     hook = standardwebhooks.Webhook(OTHER_SECRET)
@@ -134,7 +136,9 @@ def test_library_signed_deliveries_verify(payload: str) -> None:
     webhook_id=st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1),
     tamper=st.booleans(),
 )
-def test_oracle_agrees_on_text_bodies(payload: str, webhook_id: str, tamper: bool) -> None:
+def test_oracle_agrees_on_text_bodies(
+    payload: str, webhook_id: str, tamper: bool
+) -> None:
     now = int(time.time())
     hook = standardwebhooks.Webhook(OTHER_SECRET)
     sig = hook.sign(webhook_id, datetime.fromtimestamp(now, tz=UTC), payload)
@@ -208,7 +212,9 @@ def test_signature_covers_id_and_timestamp() -> None:
 # --- headers ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("webhook_id", ["", "has space", "tab\t", "ctl\x7f", "ünï", "x" * 257])
+@pytest.mark.parametrize(
+    "webhook_id", ["", "has space", "tab\t", "ctl\x7f", "ünï", "x" * 257]
+)
 def test_malformed_id_is_refused(webhook_id: str) -> None:
     assert "webhook-id" in refused(headers(webhook_id=webhook_id))
 
@@ -219,7 +225,9 @@ def test_id_length_limit_is_inclusive() -> None:
     assert check(headers(long_id, VEC_TS, sig)) == long_id
 
 
-@pytest.mark.parametrize("name", ["webhook-id", "webhook-timestamp", "webhook-signature"])
+@pytest.mark.parametrize(
+    "name", ["webhook-id", "webhook-timestamp", "webhook-signature"]
+)
 def test_missing_header_is_named(name: str) -> None:
     hdrs = headers()
     del hdrs[name]
@@ -259,7 +267,9 @@ def test_tolerance_boundary_is_inclusive(offset: int) -> None:
     assert check(headers(ts=ts, signature=sig)) == VEC_ID
 
 
-@pytest.mark.parametrize(("offset", "word"), [(-TOL - 1, "too old"), (TOL + 1, "too new")])
+@pytest.mark.parametrize(
+    ("offset", "word"), [(-TOL - 1, "too old"), (TOL + 1, "too new")]
+)
 def test_tolerance_exceeded_by_one_second(offset: int, word: str) -> None:
     ts = VEC_TS + offset
     sig = sign(VEC_SECRET, VEC_ID, ts, VEC_BODY)
@@ -288,7 +298,9 @@ _values = st.one_of(
 
 @settings(max_examples=300, deadline=None)
 @given(hdrs=st.dictionaries(_names, _values, max_size=6), body=st.binary(max_size=64))
-def test_random_input_raises_only_unauthorized(hdrs: dict[str, str], body: bytes) -> None:
+def test_random_input_raises_only_unauthorized(
+    hdrs: dict[str, str], body: bytes
+) -> None:
     try:
         result = check(hdrs, body)
     except Unauthorized as exc:
@@ -320,7 +332,9 @@ def test_sign_verify_round_trip(webhook_id: str, offset: int, body: bytes) -> No
 
 @settings(max_examples=200, deadline=None)
 @given(signature=_values, body=st.binary(max_size=64))
-def test_random_signature_header_raises_only_unauthorized(signature: str, body: bytes) -> None:
+def test_random_signature_header_raises_only_unauthorized(
+    signature: str, body: bytes
+) -> None:
     # Valid id and timestamp so the fuzzing reaches the signature parser.
     try:
         check(headers(signature=signature), body)
