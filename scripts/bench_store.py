@@ -448,7 +448,8 @@ def bench_reindex(root: Path, report: Report, commits: int, runs: int) -> None:
     rates: list[float] = []
     for r in range(runs):
         began = time.perf_counter()
-        agents, done = maintenance.reindex(store)
+        result = maintenance.reindex(store)
+        agents, done = result.agents, result.commits
         took = time.perf_counter() - began
         if done != commits or agents != 1:
             raise SystemExit(f"reindex saw {agents} agents and {done} commits")

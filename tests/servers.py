@@ -48,7 +48,12 @@ class MemfsServer:
                 "--port",
                 str(self.port),
             ],
-            env={**os.environ, "MEMFS_ADMIN_KEY": ADMIN_KEY, **env},
+            env={
+                **os.environ,
+                "MEMFS_ADMIN_KEY": ADMIN_KEY,
+                "MEMFS_SHUTDOWN_DRAIN_SECONDS": "0",  # stops at once (no 503 drain)
+                **env,
+            },
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )

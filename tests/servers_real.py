@@ -61,6 +61,9 @@ def _clean_env(admin_key: str | None = None) -> dict[str, str]:
     if admin_key is not None:
         env["MEMFS_ADMIN_KEY"] = admin_key
     env["PYTHONUNBUFFERED"] = "1"
+    # No 503 drain after SIGTERM (each stop would take its seconds); the drain's own
+    # test asks for one with --shutdown-drain-seconds.
+    env["MEMFS_SHUTDOWN_DRAIN_SECONDS"] = "0"
     return env
 
 

@@ -39,6 +39,8 @@ CORE = [
     "worktree",
     "keys",
     "tokens",
+    "faults",
+    "healing",
 ]
 EDGES = ("memfs.http", "memfs.cli", "memfs.client", "memfs.serve", "memfs.integrations")
 WEB_STACK = ("starlette", "uvicorn", "httpx", "anthropic")

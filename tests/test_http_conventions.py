@@ -286,7 +286,8 @@ def test_unexpected_exception_in_a_write_is_500_and_the_next_request_works(
     api: Api, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     def explode(*_args: object, **_kwargs: object) -> None:
-        raise OSError(28, "No space left on device", "/secret/path")
+        # Not a storage condition (those are 503, tests/test_storage_errors.py): a bug.
+        raise OSError(13, "Permission denied", "/secret/path")
 
     with monkeypatch.context() as patched:
         patched.setattr(api.app.services.store, "write", explode)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from memfs import layout, maintenance, paths
+from memfs import healing, layout, maintenance, paths
 from memfs.durable import TEMP_PREFIX
-from memfs.errors import Conflict, CorruptionError, InvalidRequest, NotFound
+from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
 from memfs.index import FolderEntry, MemoryRow
 from memfs.store import Store
 
@@ -123,7 +123,8 @@ def test_reindex_rebuilds_exactly_the_same_answers(tmp_path: Path) -> None:
     reopened = Store(data)
     try:
         assert reopened.list_agents() == []  # a fresh index knows nothing yet
-        assert maintenance.reindex(reopened) == (3, 11)
+        rebuilt = maintenance.reindex(reopened)
+        assert (rebuilt.agents, rebuilt.commits, rebuilt.damaged) == (3, 11, [])
         assert snapshot(reopened) == before
         # Writing goes on at the next revision, as if nothing happened.
         result = reopened.write(agent, "/memories/new.md", b"n", actor=ACTOR)
@@ -146,6 +147,8 @@ def test_reindex_rebuilds_exactly_the_same_answers(tmp_path: Path) -> None:
 def test_reindex_refuses_a_damaged_entry_and_keeps_the_index(
     store: Store, agent: str, damage: Any, message: str
 ) -> None:
+    other = store.create_agent("users/bob/assistant").agent_id
+    store.write(other, "/memories/b.md", b"b", actor=ACTOR)
     for i in range(6):
         store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
     before = snapshot(store)
@@ -153,19 +156,27 @@ def test_reindex_refuses_a_damaged_entry_and_keeps_the_index(
     data = entry.read_bytes()
     entry.chmod(0o644)
     entry.write_bytes(damage(data))
-    with pytest.raises(CorruptionError, match=message) as raised:
-        maintenance.reindex(store)
-    assert layout.log_key(agent, 3) in str(raised.value)
-    assert snapshot(store) == before  # the rebuild was one transaction: rolled back
+    result = maintenance.reindex(store)
+    # Only that agent is refused (and its rows kept, an intact copy); the other is rebuilt.
+    assert [(a, f) for a, f, _why in result.damaged] == [(agent, layout.log_key(agent, 3))]
+    assert message in result.damaged[0][2]
+    with pytest.raises(Damaged, match="memfs fsck"):
+        store.read(agent, "/memories/m0.md")
+    assert store.read(other, "/memories/b.md").content == b"b"
     assert not [t for t in threading.enumerate() if t.name == "memfs-prefetch"]
+    # The index's copy restores the entry; the agent serves again, as before.
+    repaired = maintenance.fsck(store, repair=True)
+    assert any(layout.log_key(agent, 3) in r and "restored" in r for r in repaired.restored)
+    assert maintenance.fsck(store).ok
+    assert snapshot(store) == before
 
 
 def test_reindex_refuses_a_gap_in_the_log(store: Store, agent: str) -> None:
     for i in range(4):
         store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
     (store.data_dir / layout.log_key(agent, 2)).unlink()
-    with pytest.raises(CorruptionError, match="jumps from 1 to 3"):
-        maintenance.reindex(store)
+    result = maintenance.reindex(store)
+    assert len(result.damaged) == 1 and "jumps from 1 to 3" in result.damaged[0][2]
 
 
 def test_reindex_of_a_live_index_changes_nothing(store: Store, agent: str) -> None:
@@ -204,7 +215,7 @@ def test_fsck_is_clean_on_a_healthy_store(store: Store, agent: str) -> None:
     assert report.to_json()["ok"] is True
 
 
-def test_flipped_byte_in_a_blob_is_damage_never_repaired(store: Store, agent: str) -> None:
+def test_flipped_byte_in_a_blob_is_restored_from_the_index_copy(store: Store, agent: str) -> None:
     store.write(agent, "/memories/big.md", BIG, actor=ACTOR)
     blob = store.data_dir / layout.blob_key(agent, sha(BIG))
     raw = bytearray(blob.read_bytes())
@@ -213,22 +224,41 @@ def test_flipped_byte_in_a_blob_is_damage_never_repaired(store: Store, agent: st
 
     report = maintenance.fsck(store)
     assert not report.ok
-    assert any(sha(BIG)[2:] in d and "does not match" in d for d in report.damaged)
+    assert any(
+        sha(BIG)[2:] in d and "does not match" in d and "fix: memfs fsck --repair" in d
+        for d in report.damaged
+    )
 
     repaired = maintenance.fsck(store, repair=True)
+    assert repaired.ok, repaired.damaged
+    assert any(sha(BIG)[2:] in r and "restored from the index" in r for r in repaired.restored)
+    assert blob.read_bytes() == BIG
+    assert maintenance.fsck(store).ok
+
+
+def test_flipped_blob_without_an_intact_copy_stays_damage(store: Store, agent: str) -> None:
+    store.write(agent, "/memories/big.md", BIG, actor=ACTOR)
+    blob = store.data_dir / layout.blob_key(agent, sha(BIG))
+    raw = bytearray(blob.read_bytes())
+    raw[100] ^= 0x01
+    blob.write_bytes(bytes(raw))
+    sql(store, "DELETE FROM blobs")  # the index's copy is gone too
+    repaired = maintenance.fsck(store, repair=True)
     assert not repaired.ok
-    assert repaired.damaged == report.damaged
-    assert not any(sha(BIG)[2:] in r for r in repaired.repaired)
-    assert blob.read_bytes() == bytes(raw)  # canonical bytes are not rewritten
-    assert not maintenance.fsck(store).ok
+    assert any("memfs agents rm" in d for d in repaired.damaged)
+    assert blob.read_bytes() == bytes(raw)  # never rewritten without an intact copy
+    with pytest.raises(Damaged, match="memfs fsck"):
+        store.read(agent, "/memories/big.md")
 
 
 def test_missing_blob_is_damage(store: Store, agent: str) -> None:
     store.write(agent, "/memories/big.md", BIG, actor=ACTOR)
     (store.data_dir / layout.blob_key(agent, sha(BIG))).unlink()
-    report = maintenance.fsck(store, repair=True)
+    report = maintenance.fsck(store)
     assert not report.ok
-    assert any("referenced by the log but missing" in d for d in report.damaged)
+    assert any("referenced by the log is missing" in d for d in report.damaged)
+    assert maintenance.fsck(store, repair=True).ok  # restored from the index's copy
+    assert store.read(agent, "/memories/big.md").content == BIG
 
 
 def test_missing_log_entry_in_the_middle_is_damage(store: Store, agent: str) -> None:
@@ -245,9 +275,12 @@ def test_tampered_log_entry_is_damage(store: Store, agent: str) -> None:
     store.write(agent, "/memories/a.md", b"original", actor=ACTOR)
     entry = store.data_dir / layout.log_key(agent, 1)
     entry.write_bytes(entry.read_bytes().replace(b"original", b"0riginal"))
-    report = maintenance.fsck(store, repair=True)
+    report = maintenance.fsck(store)
     assert not report.ok
     assert any("inline content does not match" in d for d in report.damaged)
+    repaired = maintenance.fsck(store, repair=True)
+    assert repaired.ok
+    assert b"original" in entry.read_bytes()
 
 
 def test_lost_index_rows_are_derived_and_repaired(store: Store, agent: str) -> None:
@@ -351,9 +384,9 @@ def test_old_stray_temp_files_are_removed_by_repair_young_ones_kept(
     young.write_bytes(b"a writer may still be at work")
 
     report = maintenance.fsck(store)
-    assert not report.ok
-    assert sum("interrupted write" in d for d in report.derived) == 2
-    assert not any(str(young) in d for d in report.derived)
+    assert report.ok  # a warning, not damage
+    assert sum("interrupted write" in d for d in report.warnings) == 2
+    assert not any(str(young) in d for d in report.warnings)
     assert report.uncommitted == []  # a temp file is not a hand edit
     assert maintenance.status(store, agent) == []
 
@@ -362,7 +395,7 @@ def test_old_stray_temp_files_are_removed_by_repair_young_ones_kept(
     assert not any(stray.exists() for stray in strays)
     assert young.exists()
     assert (tree(store, agent) / "dir" / "a.md").read_bytes() == b"a"
-    assert maintenance.fsck(store).derived == []
+    assert maintenance.fsck(store).warnings == []
 
 
 def test_leftover_of_an_interrupted_erase_is_removed_by_repair(store: Store, agent: str) -> None:
@@ -447,3 +480,48 @@ def test_commit_worktree_refuses_invalid_content(store: Store, agent: str) -> No
     with pytest.raises(InvalidRequest, match="commit refused: invalid YAML frontmatter on line 2"):
         maintenance.commit_worktree(store, agent, actor=ACTOR, message="")
     assert store.get_agent(agent).revision == 0
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda path: path.unlink(),
+        lambda path: path.write_bytes(b""),
+        lambda path: _set_schema(path, 99),
+    ],
+    ids=["missing", "empty", "unknown schema"],
+)
+def test_a_lost_index_is_rebuilt_from_the_log_at_start(tmp_path: Path, spoil: Any) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    populate(store, store.create_agent("users/alice/assistant").agent_id)
+    before = snapshot(store)
+    store.close()
+    for suffix in ("-wal", "-shm"):
+        (data / f"index.sqlite{suffix}").unlink(missing_ok=True)
+    spoil(data / "index.sqlite")
+    reopened = Store(data)
+    try:
+        healing.heal(reopened)
+        assert snapshot(reopened) == before
+    finally:
+        reopened.close()
+
+
+def test_an_index_missing_an_agent_on_disk_is_rebuilt_at_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    populate(store, store.create_agent("users/alice/assistant").agent_id)
+    before = snapshot(store)
+    sql(store, "DELETE FROM agents WHERE agent_id='users/alice/assistant'")
+    assert healing.behind(store) is not None
+    healing.heal(store)
+    assert snapshot(store) == before
+    assert healing.behind(store) is None
+
+
+def _set_schema(path: Path, value: int) -> None:
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='schema'", (value,))
+    conn.close()

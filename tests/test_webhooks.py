@@ -406,10 +406,9 @@ def test_summary_states_follow_runs(api: Api) -> None:
 
 
 def test_audit_log_shows_the_next_retry_as_rfc3339(api: Api) -> None:
-    # A body larger than a memory may be fails the memory action, so the run is retried.
-    secret = add_trigger(api, maxAttempts=2)["secret"]
-    body = b'{"x": "' + b"y" * 110_000 + b'"}'
-    run = wait_run(api, deliver(api, secret, body).json()["id"])
+    # A command that fails is retried, so the log holds a retry step with nextRetryAt.
+    secret = command_trigger(api, "import sys; sys.exit(3)", max_attempts=2)
+    run = wait_run(api, deliver(api, secret, b"{}", trigger="cmd").json()["id"])
     assert run["status"] == "failed" and run["attempt"] == 2
     steps = api.post(agent_url(AGENT, "/memory:inspect"), json={"log": {}}).json()["log"]["steps"]
     retries = [s["detail"]["nextRetryAt"] for s in steps if "nextRetryAt" in s["detail"]]
@@ -419,3 +418,33 @@ def test_audit_log_shows_the_next_retry_as_rfc3339(api: Api) -> None:
             assert isinstance(value, str) and value.endswith("Z"), retries
             dt.datetime.fromisoformat(value)
     assert any(isinstance(v, str) for v in retries)
+
+
+# ---- deliveries are never accepted to fail ------------------------------------------
+
+
+def test_a_body_a_memory_action_cannot_store_is_413_before_any_run(api: Api) -> None:
+    secret = add_trigger(api, prompt="store it")["secret"]
+    big = json.dumps({"blob": "y" * 200 * 1024}).encode()  # 200 KiB: under webhookBodyBytes
+    refused = deliver(api, secret, big, webhook_id="msg_big")
+    assert_error(refused, 413, "payload_too_large", field="body")
+    assert "memory action" in refused.json()["message"]
+    # Just under memoryBytes, the frontmatter would push the memory over it: refused too.
+    near = json.dumps({"blob": "y" * (100 * 1024 - 20)}).encode()
+    assert deliver(api, secret, near, webhook_id="msg_near").status_code == 413
+    assert api.get(agent_url(AGENT, "/runs")).json()["runs"] == []
+    # A body that fits is stored, once.
+    fits = deliver(api, secret, b'{"ok": true}', webhook_id="msg_ok")
+    assert fits.status_code == 202
+    assert wait_run(api, fits.json()["id"])["status"] == "succeeded"
+
+
+def test_a_permanent_error_fails_the_run_at_once_without_retrying(api: Api) -> None:
+    # A memory stands where the action needs a folder: every attempt would meet it.
+    api.must_write("/memories/inbox", "a memory, not a folder")
+    secret = add_trigger(api, prompt="p", maxAttempts=5)["secret"]
+    run = deliver(api, secret, b"{}", webhook_id="msg_x").json()
+    ended = wait_run(api, run["id"])
+    assert ended["status"] == "failed"
+    assert ended["attempt"] == 1 and ended["nextRetryAt"] is None
+    assert "not retried" in ended["error"]

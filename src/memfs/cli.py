@@ -10,18 +10,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import quote
 
-from memfs import __version__, export, maintenance, paths, render, serve
+from memfs import __version__, export, faults, healing, maintenance, paths, render, serve
 from memfs import inspect as inspect_mod
 from memfs.commits import format_ts, parse_ts
-from memfs.errors import InvalidRequest, MemfsError, NotFound
+from memfs.errors import Damaged, InvalidRequest, MemfsError, NotFound
 from memfs.gitexport import write_fast_import
-from memfs.index import FolderEntry
+from memfs.index import FolderEntry, IndexGone
 from memfs.paths import ROOT
 from memfs.runs import Run, Runs, check_run_id
 from memfs.store import Store
@@ -348,9 +349,14 @@ def cmd_fsck(args: argparse.Namespace, store: Store) -> int:
     lines += [f"DAMAGED  {m}" for m in report.damaged]
     lines += [f"derived  {m}" for m in report.derived]
     lines += [f"repaired {m}" for m in report.repaired]
+    lines += [f"restored {m}" for m in report.restored]
     lines += [f"uncommitted {m}" for m in report.uncommitted]
+    lines += [f"warning  {m}" for m in report.warnings]
     if report.damaged:
-        lines.append("canonical state is damaged: restore it from a backup; fsck never rewrites it")
+        lines.append(
+            "canonical state is damaged: each DAMAGED line says its fix; --repair restores"
+            " only from intact copies"
+        )
     elif not report.ok:
         lines.append("derived state is out of date: run 'memfs fsck --repair'")
     else:
@@ -360,13 +366,15 @@ def cmd_fsck(args: argparse.Namespace, store: Store) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace, store: Store) -> int:
-    agents, commits = maintenance.reindex(store)
-    _out(
-        args,
-        {"agents": agents, "commits": commits},
-        [f"reindexed {agents} agent(s), {commits} commit(s)"],
-    )
-    return 0
+    result = maintenance.reindex(store, progress=lambda note: print(note, file=sys.stderr))
+    lines = [f"reindexed {result.agents} agent(s), {result.commits} commit(s)"]
+    lines += [
+        f"DAMAGED  {agent}: {file}: {why} — refused; run 'memfs fsck'"
+        for agent, file, why in result.damaged
+    ]
+    damaged = [{"agentId": a, "file": f, "reason": w} for a, f, w in result.damaged]
+    _out(args, {"agents": result.agents, "commits": result.commits, "damaged": damaged}, lines)
+    return 1 if result.damaged else 0
 
 
 # ---- audit and export ------------------------------------------------------------
@@ -982,13 +990,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memfs: can't open data folder {args.data}: {exc.strerror}", file=sys.stderr)
         return 1
     try:
+        if store.index.created and args.handler is not cmd_reindex:
+            # A lost index is rebuilt from the log first, as the server does.
+            healing.heal(store, progress=lambda note: print(note, file=sys.stderr))
         code: int = args.handler(args, store)
         return code
     except MemfsError as exc:
+        if isinstance(exc, Damaged):
+            store.record_damage(exc)
         print(f"memfs: {exc.message}", file=sys.stderr)
         return EXIT_CODES.get(exc.code, 1)
     except BrokenPipeError:
         return 0
+    except (IndexGone, OSError, sqlite3.Error) as exc:
+        translated = faults.translate(exc)
+        if translated is None:
+            raise
+        print(f"memfs: {translated.message}", file=sys.stderr)
+        return 1
     finally:
         store.close()
 

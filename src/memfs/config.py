@@ -28,6 +28,11 @@ class Settings:
     run_concurrency: int = 4
     retry_base_ms: int = 1000
     delivery_retention_hours: int = 72
+    header_timeout_seconds: int = 10
+    body_timeout_seconds: int = 60
+    max_connections: int = 1000
+    shutdown_drain_seconds: int = 2
+    command_grace_seconds: int = 5
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -41,6 +46,11 @@ _INTEGERS: dict[str, tuple[str, int, int]] = {
     "run_concurrency": ("MEMFS_RUN_CONCURRENCY", 1, 256),
     "retry_base_ms": ("MEMFS_RETRY_BASE_MS", 0, 3_600_000),
     "delivery_retention_hours": ("MEMFS_DELIVERY_RETENTION_HOURS", 72, 24 * 365),
+    "header_timeout_seconds": ("MEMFS_HEADER_TIMEOUT_SECONDS", 1, 3600),
+    "body_timeout_seconds": ("MEMFS_BODY_TIMEOUT_SECONDS", 1, 3600),
+    "max_connections": ("MEMFS_MAX_CONNECTIONS", 1, 1_000_000),
+    "shutdown_drain_seconds": ("MEMFS_SHUTDOWN_DRAIN_SECONDS", 0, 300),
+    "command_grace_seconds": ("MEMFS_COMMAND_GRACE_SECONDS", 0, 3600),
 }
 
 ENVIRONMENT = (

@@ -8,7 +8,8 @@
      ├── Conflict             create on an existing name, file-vs-folder clash
      ├── PreconditionFailed   If-Match / If-None-Match / --if-match not met
      ├── PayloadTooLarge      memory or webhook body over its limit
-     ├── Unavailable          shutting down, backend unreachable (retryable)
+     ├── Unavailable          shutting down, storage full, index rebuilding (retryable)
+     │    └── Damaged          one agent's canonical files are damaged (not retryable)
      └── CorruptionError      canonical state is damaged (never caused by input)
 
 The HTTP edge maps ``code`` to a status in one place; the CLI prints ``message``.
@@ -65,6 +66,29 @@ class PayloadTooLarge(MemfsError):
 class Unavailable(MemfsError):
     code = "unavailable"
     retryable = True
+
+
+class Damaged(Unavailable):
+    """An agent whose canonical state failed a check: an operator must run fsck.
+
+    Only that agent is affected; ``agent_id`` and ``file`` say where the damage is."""
+
+    retryable = False
+
+    def __init__(self, agent_id: str, file: str, reason: str) -> None:
+        super().__init__(
+            f"agent {agent_id!r} is damaged: {file}: {reason}; "
+            "run 'memfs fsck' for the report and the command that repairs it",
+            field="agentId",
+        )
+        self.agent_id = agent_id
+        self.file = file
+        self.reason = reason
+        self.known = False  # True once recorded in the index
+
+
+class StorageError(Unavailable):
+    """A write failed because the disk is full, read-only or failing (ENOSPC, EIO…)."""
 
 
 class CorruptionError(MemfsError):

@@ -8,7 +8,11 @@ Tables (schema ``SCHEMA_VERSION``):
                                           ``listing`` is the memory's listing JSON
   memory_meta(agent_id, path, key, value) scalar frontmatter, for metadata filters
   blobs(agent_id, sha256, content)       a read cache of contents
+  damage(agent_id, file, reason)         agents found damaged (their routes answer 503)
   meta(key, value)                        schema version and the visibility clock
+
+The file is watched: a transaction that finds it deleted or replaced (another inode)
+drops its connection, and ``IndexGone`` tells the store to rebuild it from the log.
 
 ``visible_at`` is when a commit became visible in this index (its timestamp for a
 live commit, later for a log entry caught up after a crash); pinned reads compare
@@ -18,7 +22,9 @@ Applying a commit is idempotent: a revision already present is skipped.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import hashlib
 import json
 import operator
 import os
@@ -91,6 +97,9 @@ CREATE TABLE IF NOT EXISTS blobs(
   agent_id TEXT NOT NULL, sha256 TEXT NOT NULL, content BLOB NOT NULL,
   PRIMARY KEY(agent_id, sha256)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS damage(
+  agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 # Every table keyed by agent: what erasing an agent or a full reindex clears.
@@ -103,6 +112,7 @@ DERIVED_TABLES = (
     "blobs",
     "runs",
     "run_steps",
+    "damage",
 )
 
 # Characters right after '/' and after U+10FFFF in bytewise UTF-8 order: a folder F
@@ -163,11 +173,19 @@ class FolderEntry:
     path: str  # the folder, e.g. /memories/conventions
 
 
+class IndexGone(Exception):
+    """The index file was deleted or replaced under this process (inode check)."""
+
+
 class Index:
     """One SQLite file shared by every process; one connection per thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # True when opening found no usable index (missing, empty, unknown schema), so
+        # what this file holds says nothing yet: the store rebuilds it from the log.
+        self.created = False
+        self.on_reopen: Callable[[], None] | None = None
         self._local = threading.local()
         self._writer = threading.RLock()
         # Processes queue on an flock of this file: the kernel wakes the next waiter
@@ -175,13 +193,39 @@ class Index:
         # a writer in a tight loop could starve the others for seconds).
         self._queue_path = path.with_name(path.name + ".lock")
         self._queue = -1
+        self._opened = False
+        self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._queue, fcntl.LOCK_EX)  # released by _migrate's transaction
+        if not path.exists():
+            # Write-ahead files left by a deleted index belong to another database:
+            # SQLite would apply them to the new file.
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
         self._migrate()
+        self._opened = True
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        # One stat per transaction (about a microsecond): a file deleted or replaced
+        # under a running server is noticed at once, never served as an empty store.
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if conn is not None and inode != self._local.inode:
+            conn.close()  # deleted or replaced: reopen what stands there now, if usable
+            self._local.conn = conn = None
+            if self.on_reopen is not None:
+                self.on_reopen()  # the store checks the new file against the log
         if conn is None:
+            if inode is None and self._opened:
+                raise IndexGone(str(self.path))  # only the first open may create it
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self._local.inode = os.stat(self.path).st_ino
             conn.execute("PRAGMA busy_timeout=60000")
+            if self._opened and not _usable(conn):
+                conn.close()
+                raise IndexGone(str(self.path))  # replaced by something else
             _enable_wal(conn)
             # The index is derived: a commit lost to power failure is replayed from the
             # log, so the WAL need not be fsynced on every commit.
@@ -206,23 +250,30 @@ class Index:
                 " WITHOUT ROWID"
             )
             row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is not None and row[0] not in (1, SCHEMA_VERSION):
+                # Derived state of a schema this memfs doesn't know (a newer or a
+                # foreign file): start afresh; the store rebuilds it from the log.
+                names = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                for (name,) in names:
+                    conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+                conn.execute(
+                    "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
+                )
+                row = None
             if row is None:
+                self.created = True
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
                 conn.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
                 conn.execute("INSERT OR IGNORE INTO meta VALUES('clock', 0)")
-            elif row[0] not in (1, SCHEMA_VERSION):
-                raise RuntimeError(
-                    f"{self.path} has index schema {row[0]}; this memfs needs "
-                    f"{SCHEMA_VERSION}: delete the file and run 'memfs reindex'"
-                )
             else:
                 if row[0] == 1:
                     _add_listing_column(conn)
-                # Indexes added since the file was made (inspect's per-agent log seeks).
+                # Tables and indexes added since the file was made (damage, inspect's
+                # per-agent log seeks): every statement is CREATE … IF NOT EXISTS.
                 for statement in _SCHEMA.split(";"):
-                    if statement.strip().startswith("CREATE INDEX IF NOT EXISTS"):
+                    if statement.strip():
                         conn.execute(statement)
 
     @contextmanager
@@ -239,10 +290,13 @@ class Index:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    # A failed COMMIT (a full disk) leaves the transaction open.
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
                     raise
-                conn.execute("COMMIT")
             finally:
                 fcntl.flock(self._queue, fcntl.LOCK_UN)
 
@@ -255,6 +309,15 @@ class Index:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+
+def _usable(conn: sqlite3.Connection) -> bool:
+    """True if ``conn`` opened an index of this schema (not a stranger's file)."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return row is not None and row[0] == SCHEMA_VERSION
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
@@ -289,9 +352,11 @@ def put_agent(
     )
 
 
-def drop_agent(conn: sqlite3.Connection, agent_id: str) -> None:
+def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) -> None:
+    """Forget an agent (``runs=False``: keep its runs, which reindex rescans apart)."""
     for table in DERIVED_TABLES:
-        conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
+        if runs or table not in ("runs", "run_steps"):
+            conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
 
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -329,7 +394,9 @@ def _add_listing_column(conn: sqlite3.Connection) -> None:
 
 # The log summary of an entry: its changes without their inline contents, written by
 # SQLite from the entry's text (the same bytes the live commit and reindex store).
-_SUMMARY = "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
+_SUMMARY = (
+    "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
+)
 
 
 def apply_commit(
@@ -507,8 +574,17 @@ def bulk_load(
                     ts,
                 )
                 metas[path] = dict(metadata)
-                if after not in blobs:
-                    blobs[after] = content.encode() if content is not None else blob(after)
+                if content is not None:
+                    data = content.encode()
+                    if hashlib.sha256(data).hexdigest() != after:
+                        bad = CorruptionError(
+                            f"log entry {where}: inline content of {path} does not match its sha256"
+                        )
+                        bad.file = where  # type: ignore[attr-defined]
+                        raise bad
+                    blobs[after] = data
+                elif after not in blobs:
+                    blobs[after] = blob(after)  # checked by the caller's reader
             commit_rows.append((agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text))
             revision, last_ts = max(revision, doc["revision"]), max(last_ts, ts)
             if doc.get("agentName") is not None:
@@ -548,6 +624,20 @@ def bulk_load(
 
 
 # ---- reading -------------------------------------------------------------------
+
+
+def damage(conn: sqlite3.Connection, agent_id: str) -> tuple[str, str] | None:
+    """(file, reason) of the damage found in an agent, None if it is sound."""
+    row = conn.execute("SELECT file, reason FROM damage WHERE agent_id=?", (agent_id,)).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
+
+
+def mark_damaged(conn: sqlite3.Connection, agent_id: str, file: str, reason: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO damage VALUES(?,?,?)", (agent_id, file, reason))
+
+
+def damaged_agents(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    return [(str(a), str(f), str(r)) for a, f, r in conn.execute("SELECT * FROM damage")]
 
 
 def agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:

@@ -12,6 +12,7 @@ store as it was then, because commits made later always get a later ``visible_at
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 import re
@@ -23,7 +24,7 @@ from typing import Any
 from memfs import index
 from memfs.chunking import Chunk, split_chunks
 from memfs.commits import format_ts, now_us, parse_ts
-from memfs.errors import InvalidRequest
+from memfs.errors import Damaged, InvalidRequest
 from memfs.links import extract_links
 from memfs.store import Store
 from memfs.tokens import Signer, query_digest
@@ -266,7 +267,11 @@ def _validity(row: tuple[Any, ...], pin: int) -> tuple[str | None, bool]:
 
 def _content(conn: sqlite3.Connection, agent: str, sha: str) -> str:
     data = index.blob(conn, agent, sha)
-    return data.decode() if data is not None else ""
+    if data is None:
+        return ""
+    if hashlib.sha256(data).hexdigest() != sha:  # never serve what fails its hash
+        raise Damaged(agent, f"index copy of content {sha}", "does not match its sha256")
+    return data.decode()
 
 
 def _chunks(

@@ -1,7 +1,9 @@
 """Rebuilding and checking derived state: reindex, fsck, status and commit of hand edits.
 
-Canonical state (agent records, log entries, blobs) is only ever *checked*; damage to
-it is reported, never "repaired". Derived state (the index, the working tree, stray
+Canonical state (agent records, log entries, blobs) is checked; damage to it is
+reported with the command that fixes it, and ``--repair`` restores a damaged blob or
+log entry only from an intact copy (the index keeps every content and commit it
+derived, each checked against its sha256 before use). Derived state (the index, the working tree, stray
 temp files, leftovers of an interrupted erase) is rebuilt by ``--repair``. A file a
 person edited in the working tree is an uncommitted edit, reported and never touched.
 """
@@ -12,16 +14,19 @@ import contextlib
 import getpass
 import hashlib
 import json
+import logging
 import queue
 import shutil
 import threading
+import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from memfs import durable, index, layout, paths
 from memfs.backend import Backend, MissingObject
-from memfs.commits import Commit, read_entry
+from memfs.commits import INLINE_LIMIT, Commit, format_ts, read_entry
 from memfs.errors import CorruptionError, InvalidRequest, MemfsError
 from memfs.store import CommitResult, Delete, Op, Put, Store
 from memfs.worktree import WorkTree
@@ -29,13 +34,20 @@ from memfs.worktree import WorkTree
 # A temp file younger than this may belong to a writer still at work.
 TEMP_GRACE_S = 600.0
 
+log = logging.getLogger("memfs.maintenance")
+
+FIX_REPAIR = "memfs fsck --repair"
+
 
 @dataclass
 class FsckReport:
-    damaged: list[str] = field(default_factory=list)  # canonical: never auto-repaired
+    damaged: list[str] = field(default_factory=list)  # canonical, each with its fix
     derived: list[str] = field(default_factory=list)  # rebuilt by --repair
     uncommitted: list[str] = field(default_factory=list)  # hand edits in working trees
     repaired: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # worth knowing, harmless
+    restored: list[str] = field(default_factory=list)  # canonical files put back, temp removed
+    reindex_needed: bool = False  # an agent healed by --repair: rebuild its rows
     agents: int = 0
     commits: int = 0
     objects: int = 0
@@ -55,7 +67,27 @@ class FsckReport:
             "derived": self.derived,
             "repaired": self.repaired,
             "uncommitted": self.uncommitted,
+            "warnings": self.warnings,
+            "restored": self.restored,
         }
+
+
+@dataclass
+class ReindexResult:
+    agents: int = 0
+    commits: int = 0
+    damaged: list[tuple[str, str, str]] = field(default_factory=list)  # agent, file, why
+
+
+def _corrupt(file: str, message: str) -> CorruptionError:
+    """A CorruptionError that says which file holds the damage."""
+    exc = CorruptionError(message)
+    exc.file = file  # type: ignore[attr-defined]
+    return exc
+
+
+def _file_of(exc: CorruptionError, fallback: str) -> str:
+    return str(getattr(exc, "file", fallback))
 
 
 # ---- agents as the backend holds them ------------------------------------------------
@@ -73,7 +105,7 @@ def canonical_agents(store: Store) -> Iterator[tuple[str, str]]:
         after = f"{layout.AGENTS}{folder}/\U0010ffff"
 
 
-def _read_record(store: Store, key: str) -> dict[str, str]:
+def read_record(store: Store, key: str) -> dict[str, str]:
     record = json.loads(store.backend.get(key))
     if not isinstance(record, dict) or not isinstance(record.get("agentId"), str):
         raise ValueError("no agentId")
@@ -129,17 +161,23 @@ def log_entries(store: Store, agent_id: str) -> Iterator[tuple[str, str, dict[st
     for key, data in prefetched(store.backend, store.backend.list(layout.log_prefix(agent_id))):
         revision = layout.revision_of(key)
         if revision is None:
-            raise CorruptionError(f"unexpected object {key} in the log")
+            raise _corrupt(key, f"unexpected object {key} in the log")
         if revision != expected:
-            raise CorruptionError(f"log of {agent_id!r} jumps from {expected - 1} to {revision}")
+            raise _corrupt(
+                layout.log_key(agent_id, expected),
+                f"log of {agent_id!r} jumps from {expected - 1} to {revision}",
+            )
         try:
             text = data.decode()
+            doc = read_entry(text, where=key)
         except UnicodeDecodeError as exc:
-            raise CorruptionError(f"log entry {key} is unreadable: {exc}") from None
-        doc = read_entry(text, where=key)
+            raise _corrupt(key, f"log entry {key} is unreadable: {exc}") from None
+        except CorruptionError as exc:
+            raise _corrupt(key, exc.message) from None
         if doc.get("revision") != revision or doc.get("agentId") != agent_id:
-            raise CorruptionError(
-                f"log entry {key} names revision {doc.get('revision')} of {doc.get('agentId')!r}"
+            raise _corrupt(
+                key,
+                f"log entry {key} names revision {doc.get('revision')} of {doc.get('agentId')!r}",
             )
         yield key, text, doc
         expected += 1
@@ -154,51 +192,122 @@ def read_log(store: Store, agent_id: str) -> Iterator[Commit]:
 # ---- reindex -------------------------------------------------------------------------
 
 
-def reindex(store: Store) -> tuple[int, int]:
-    """Rebuild the whole index from the backend in one transaction; (agents, commits)."""
-    agents = commits = 0
+_RUN_TABLES = ("runs", "run_steps")
+
+
+def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> ReindexResult:
+    """Rebuild the whole index from the backend in one transaction.
+
+    Every content is checked against its sha256. An agent whose files fail a check is
+    refused, not indexed from them: it keeps what the index held (an intact copy for
+    ``fsck --repair``) and is marked damaged; every other agent is rebuilt."""
+    result = ReindexResult()
+    started = last_note = time.monotonic()
     with store.index.write() as conn:
         old_clock = index.clock(conn)
-        for table in index.DERIVED_TABLES:
+        for table in _RUN_TABLES:
             conn.execute(f"DELETE FROM {table}")
-        for _folder, key in canonical_agents(store):
+        seen: set[str] = set()
+        for folder, key in canonical_agents(store):
             try:
-                record = _read_record(store, key)
+                record = read_record(store, key)
             except MissingObject:
                 continue  # leftover of an interrupted erase: not an agent
             except ValueError as exc:
-                raise CorruptionError(f"{key} is unreadable: {exc}") from None
-            store.adopt_record(conn, record)
-            agents += 1
+                agent_id = _agent_of_folder(folder)
+                if agent_id is not None:
+                    seen.add(agent_id)
+                    index.mark_damaged(conn, agent_id, key, f"unreadable agent record ({exc})")
+                result.damaged.append((agent_id or folder, key, f"unreadable agent record ({exc})"))
+                continue
             agent_id = record["agentId"]
-            commits += index.bulk_load(
-                conn, agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
-            )
+            seen.add(agent_id)
+            conn.execute("SAVEPOINT agent")
+            index.drop_agent(conn, agent_id, runs=False)
+            store.adopt_record(conn, record)
+            try:
+                result.commits += index.bulk_load(
+                    conn, agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
+                )
+            except CorruptionError as exc:
+                conn.execute("ROLLBACK TO agent")
+                file = _file_of(exc, layout.log_prefix(agent_id))
+                if index.agent(conn, agent_id) is None:
+                    store.adopt_record(conn, record)
+                index.mark_damaged(conn, agent_id, file, exc.message)
+                result.damaged.append((agent_id, file, exc.message))
+                log.error("agent %r is damaged: %s: %s", agent_id, file, exc.message)
+            conn.execute("RELEASE agent")
+            result.agents += 1
+            now = time.monotonic()
+            if progress is not None and now - last_note >= 5:
+                last_note = now
+                progress(
+                    f"reindex: {result.agents} agents, {result.commits} commits"
+                    f" ({now - started:.0f} s)"
+                )
+        for (gone,) in conn.execute("SELECT agent_id FROM agents").fetchall():
+            if gone not in seen:  # erased (or moved away) since the index was made
+                index.drop_agent(conn, gone)
         conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (old_clock,))
     from memfs.runs import Runs  # runs are indexed from their own records
 
     Runs(store).rescan()
-    return agents, commits
+    return result
+
+
+def _agent_of_folder(folder: str) -> str | None:
+    """The agent id a folder name encodes, None if it encodes none."""
+    with contextlib.suppress(Exception):
+        agent_id = urllib.parse.unquote(folder, errors="strict")
+        if paths.agent_dir_name(paths.agent_id(agent_id)) == folder:
+            return agent_id
+    return None
 
 
 def _blob_of(store: Store, agent_id: str) -> Callable[[str], bytes]:
     def blob(sha256: str) -> bytes:
-        return store.backend.get(layout.blob_key(agent_id, sha256))
+        key = layout.blob_key(agent_id, sha256)
+        try:
+            data = store.backend.get(key)
+        except MissingObject:
+            raise _corrupt(key, f"{key}: content is missing") from None
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise _corrupt(key, f"{key}: content does not match its sha256")
+        return data
 
     return blob
+
+
+# ---- temp files ----------------------------------------------------------------------
+
+
+def sweep_temp_files(store: Store, *, older_than_s: float = TEMP_GRACE_S) -> int:
+    """Remove temp files crashed writers left (older than a writer could take); the
+    server calls this at start and periodically. Returns how many went."""
+    removed = 0
+    for tmp in durable.stale_temp_files(store.data_dir, older_than_s=older_than_s):
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+            removed += 1
+    if removed:
+        log.warning("removed %d temp file(s) left by interrupted writes", removed)
+    return removed
 
 
 # ---- fsck ----------------------------------------------------------------------------
 
 
 def fsck(store: Store, *, repair: bool = False) -> FsckReport:
+    """Check everything and report every finding (never stopping at the first), each
+    with the command that fixes it; ``repair`` fixes what can be fixed safely."""
     report = FsckReport()
-    store.sync()  # entries a crashed writer left unindexed are applied first
+    store.sync()  # entries a crashed writer left unindexed are applied first (or refused)
     heads: dict[str, dict[str, str]] = {}
     history: dict[str, dict[str, set[str]]] = {}
     for folder, key in canonical_agents(store):
         try:
-            record = _read_record(store, key)
+            record = read_record(store, key)
         except MissingObject:
             report.derived.append(f"agents/{folder}: leftover of an interrupted erase")
             if repair:
@@ -206,20 +315,39 @@ def fsck(store: Store, *, repair: bool = False) -> FsckReport:
                 report.repaired.append(f"agents/{folder}: removed")
             continue
         except ValueError as exc:
-            report.damaged.append(f"{key}: unreadable agent record ({exc})")
+            agent_id = _agent_of_folder(folder)
+            fix = (
+                f"restore {key} from a backup (memfs restore), or erase the agent:"
+                f" memfs agents rm {agent_id}"
+                if agent_id
+                else "move the folder out of the data folder"
+            )
+            report.damaged.append(f"{key}: unreadable agent record ({exc}) — fix: {fix}")
             continue
         agent_id = record["agentId"]
         if paths.agent_dir_name(agent_id) != folder:
-            report.damaged.append(f"{key}: names agent {agent_id!r}, which lives elsewhere")
+            report.damaged.append(
+                f"{key}: names agent {agent_id!r}, which lives elsewhere"
+                " — fix: move the folder out of the data folder"
+            )
             continue
         report.agents += 1
+        before = len(report.damaged)
+        if repair:
+            _restore_from_index(store, agent_id, report)
         head, seen = _check_agent(store, agent_id, report)
         heads[agent_id], history[agent_id] = head, seen
+        if repair and len(report.damaged) == before:
+            _clear_damage(store, agent_id, report)
     for tmp in durable.stale_temp_files(store.data_dir, older_than_s=TEMP_GRACE_S):
-        report.derived.append(f"{tmp}: temp file left by an interrupted write")
+        # Harmless (nobody reads them), and the server sweeps them: a warning only.
+        report.warnings.append(
+            f"{tmp}: temp file left by an interrupted write (removed by the"
+            f" server's sweep, or now by {FIX_REPAIR})"
+        )
         if repair:
             tmp.unlink(missing_ok=True)
-            report.repaired.append(f"{tmp}: removed")
+            report.restored.append(f"{tmp}: removed")
     _check_index(store, heads, report, repair)
     for agent_id, head in heads.items():
         _check_tree(store, agent_id, head, history[agent_id], report, repair)
@@ -233,15 +361,25 @@ def _check_agent(
     versions: dict[str, int] = {}
     seen: dict[str, set[str]] = {}
     referenced: set[str] = set()
+    copies = _index_copies(store, agent_id)
+    manual = (
+        f"restore the agent's folder from a backup (memfs restore), or erase it:"
+        f" memfs agents rm {agent_id}"
+    )
     try:
         for commit in read_log(store, agent_id):
             report.commits += 1
+            key = layout.log_key(agent_id, commit.revision)
             for change in commit.changes:
-                where = f"{agent_id} r{commit.revision} {change.path}"
+                where = f"{key} ({change.path})"
                 if change.version != versions.get(change.path, 0) + 1:
-                    report.damaged.append(f"{where}: version {change.version} out of sequence")
+                    report.damaged.append(
+                        f"{where}: version {change.version} out of sequence — fix: {manual}"
+                    )
                 if change.before != head.get(change.path):
-                    report.damaged.append(f"{where}: 'before' does not match the previous version")
+                    report.damaged.append(
+                        f"{where}: 'before' does not match the previous version — fix: {manual}"
+                    )
                 versions[change.path] = change.version
                 if change.after is None:
                     head.pop(change.path, None)
@@ -250,11 +388,22 @@ def _check_agent(
                 seen.setdefault(change.path, set()).add(change.after)
                 if change.content is not None:
                     if hashlib.sha256(change.content.encode()).hexdigest() != change.after:
-                        report.damaged.append(f"{where}: inline content does not match its sha256")
+                        fix = FIX_REPAIR if commit.revision in copies.commits else manual
+                        report.damaged.append(
+                            f"{where}: inline content does not match its sha256 — fix: {fix}"
+                        )
                 else:
                     referenced.add(change.after)
     except CorruptionError as exc:
-        report.damaged.append(exc.message)
+        file = _file_of(exc, layout.log_prefix(agent_id))
+        revision = layout.revision_of(file)
+        if revision is not None and revision in copies.commits:
+            fix = FIX_REPAIR
+        elif revision is not None and revision > copies.head and _last_entry(store, agent_id, file):
+            fix = f"{FIX_REPAIR} (moves it to .memfs/quarantine/: it was never indexed)"
+        else:
+            fix = manual
+        report.damaged.append(f"{exc.message} — fix: {fix}")
     objects_prefix = layout.agent_prefix(agent_id) + "objects/"
     stored: set[str] = set()
     for key in store.backend.list(objects_prefix):
@@ -262,10 +411,150 @@ def _check_agent(
         report.objects += 1
         stored.add(name)
         if hashlib.sha256(store.backend.get(key)).hexdigest() != name:
-            report.damaged.append(f"{key}: content does not match its sha256")
+            fix = FIX_REPAIR if name in copies.blobs else manual
+            report.damaged.append(f"{key}: content does not match its sha256 — fix: {fix}")
     for missing in sorted(referenced - stored):
-        report.damaged.append(f"{agent_id}: content {missing} is referenced by the log but missing")
+        fix = FIX_REPAIR if missing in copies.blobs else manual
+        report.damaged.append(
+            f"{layout.blob_key(agent_id, missing)}: content referenced by the log is missing"
+            f" — fix: {fix}"
+        )
     return head, seen
+
+
+@dataclass
+class _Copies:
+    """What the index holds of an agent, each piece checked: intact copies to restore
+    damaged canonical files from."""
+
+    head: int = 0
+    blobs: set[str] = field(default_factory=set)
+    commits: set[int] = field(default_factory=set)
+
+
+def _index_copies(store: Store, agent_id: str) -> _Copies:
+    copies = _Copies()
+    with store.index.read() as conn:
+        row = index.agent(conn, agent_id)
+        copies.head = row.revision if row else 0
+        for sha, data in conn.execute(
+            "SELECT sha256, content FROM blobs WHERE agent_id=?", (agent_id,)
+        ):
+            if hashlib.sha256(bytes(data)).hexdigest() == sha:
+                copies.blobs.add(str(sha))
+        for (revision,) in conn.execute(
+            "SELECT revision FROM commits WHERE agent_id=?", (agent_id,)
+        ):
+            copies.commits.add(int(revision))
+    return copies
+
+
+def _last_entry(store: Store, agent_id: str, key: str) -> bool:
+    """True if ``key`` is the newest log entry of the agent."""
+    return all(k <= key for k in store.backend.list(layout.log_prefix(agent_id), start_after=key))
+
+
+def _entry_from_index(store: Store, agent_id: str, revision: int) -> bytes | None:
+    """Log entry ``revision`` rebuilt from the index's commit row and contents (None if
+    the index lacks a piece of it or a content fails its sha256)."""
+    with store.index.read() as conn:
+        row = conn.execute(
+            "SELECT ts, actor, message, changes FROM commits WHERE agent_id=? AND revision=?",
+            (agent_id, revision),
+        ).fetchone()
+        if row is None:
+            return None
+        changes = json.loads(row[3])
+        for change in changes:
+            after = change.get("after")
+            if after is not None and int(change["bytes"]) <= INLINE_LIMIT:
+                data = index.blob(conn, agent_id, after)
+                if data is None or hashlib.sha256(data).hexdigest() != after:
+                    return None
+                change["content"] = data.decode()
+    doc: dict[str, Any] = {
+        "format": 1,
+        "agentId": agent_id,
+        "revision": revision,
+        "ts": format_ts(int(row[0])),
+        "actor": row[1],
+        "message": row[2],
+        "changes": changes,
+    }
+    message = str(row[2])
+    if not changes and message.startswith("rename agent to "):
+        doc["agentName"] = message.removeprefix("rename agent to ")  # as Store writes it
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None:
+    """Put back damaged blobs and log entries of an agent from the index's intact copies;
+    move an unreadable newest entry the index never took aside, into quarantine."""
+    copies = _index_copies(store, agent_id)
+    prefix = layout.agent_prefix(agent_id)
+    for sha in sorted(copies.blobs):
+        key = layout.blob_key(agent_id, sha)
+        try:
+            sound = hashlib.sha256(store.backend.get(key)).hexdigest() == sha
+        except MissingObject:
+            sound = not _referenced_by_blob(store, agent_id, sha)
+        if not sound:
+            with store.index.read() as conn:
+                data = index.blob(conn, agent_id, sha)
+            assert data is not None
+            durable.replace(store.data_dir / key, data)
+            report.restored.append(f"{key}: restored from the index's copy")
+    for key in list(store.backend.list(layout.log_prefix(agent_id))):
+        revision = layout.revision_of(key)
+        if revision is None:
+            continue
+        data = store.backend.get(key)
+        try:
+            commit = Commit.from_bytes(data, where=key)
+            intact = (
+                commit.revision == revision
+                and commit.agent_id == agent_id
+                and all(
+                    c.content is None or hashlib.sha256(c.content.encode()).hexdigest() == c.after
+                    for c in commit.changes
+                )
+            )
+        except CorruptionError:
+            intact = False
+        if intact:
+            continue
+        entry = _entry_from_index(store, agent_id, revision) if revision in copies.commits else None
+        if entry is not None:
+            durable.replace(store.data_dir / key, entry)
+            report.restored.append(f"{key}: restored from the index's copy")
+        elif revision > copies.head and _last_entry(store, agent_id, key):
+            target = store.data_dir / f"{prefix}quarantine/{key.rsplit('/', 1)[-1]}"
+            durable.ensure_dir(target.parent)
+            (store.data_dir / key).rename(target)
+            durable.fsync_dir((store.data_dir / key).parent)
+            report.restored.append(f"{key}: moved to {target} (unreadable, never indexed)")
+
+
+def _referenced_by_blob(store: Store, agent_id: str, sha: str) -> bool:
+    """True if the index knows ``sha`` as a content too large to be inline (a blob)."""
+    with store.index.read() as conn:
+        row = conn.execute(
+            "SELECT 1 FROM versions WHERE agent_id=? AND sha256=? AND bytes>? LIMIT 1",
+            (agent_id, sha, INLINE_LIMIT),
+        ).fetchone()
+    return row is not None
+
+
+def _clear_damage(store: Store, agent_id: str, report: FsckReport) -> None:
+    """An agent that checks out sound again serves again (its index rows rebuilt)."""
+    with store.index.read() as conn:
+        damage = index.damage(conn, agent_id)
+    if damage is None:
+        return
+    with store.index.write() as conn:
+        conn.execute("DELETE FROM damage WHERE agent_id=?", (agent_id,))
+    report.restored.append(f"{agent_id}: sound again, serving (was damaged: {damage[0]})")
+    report.reindex_needed = True
 
 
 def _check_index(
@@ -297,7 +586,8 @@ def _check_index(
                     f" (first: {stale[0]})"
                 )
     report.derived.extend(problems)
-    if problems and repair and not report.damaged:
+    if (problems or report.reindex_needed) and repair:
+        # Damaged agents keep their rows (reindex refuses their files); the rest rebuild.
         reindex(store)
         report.repaired.extend(f"{p} (reindexed)" for p in problems)
 

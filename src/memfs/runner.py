@@ -35,7 +35,14 @@ import aiofiles
 
 from memfs import metrics, paths
 from memfs.commits import format_ts, now_us
-from memfs.errors import MemfsError
+from memfs.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    MemfsError,
+    NotFound,
+    PayloadTooLarge,
+)
 from memfs.keys import KeyRing
 from memfs.runs import Run, Runs, cap_output
 from memfs.store import Store
@@ -44,6 +51,9 @@ from memfs.triggers import Trigger, Triggers
 log = logging.getLogger("memfs.runner")
 
 BACKOFF_CAP_S = 3600.0
+INTERRUPTIONS_FORGIVEN = 5  # bounded, so a command that kills its server can't loop
+# Errors of a run's action that the same delivery would meet again on every attempt.
+PERMANENT = (PayloadTooLarge, InvalidRequest, NotFound, Conflict, Forbidden)
 
 
 def _boot_id() -> str:
@@ -88,6 +98,17 @@ def backoff_us(attempt: int, base_s: float) -> int:
     return int(delay * 1_000_000)
 
 
+async def _stop_group(proc: asyncio.subprocess.Process, grace_s: float) -> None:
+    """SIGTERM a command's process group, SIGKILL it if still there after ``grace_s``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(proc.wait(), grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # what the command left behind, too
+    await proc.wait()
+
+
 def memory_content(trigger: Trigger, delivery: dict[str, Any], body: bytes) -> bytes:
     """A delivery as a memory: frontmatter with the prompt and delivery facts, then the body."""
     import yaml
@@ -130,6 +151,7 @@ class Runner:
         concurrency: int,
         retry_base_s: float = 1.0,
         retention_hours: int = 72,
+        command_grace_s: float = 5.0,
     ) -> None:
         self.store = store
         self.runs = Runs(store)
@@ -138,6 +160,7 @@ class Runner:
         self.base_url = base_url
         self.retry_base_s = retry_base_s
         self.retention_us = retention_hours * 3600 * 1_000_000
+        self.command_grace_s = command_grace_s
         self.slots = asyncio.Semaphore(concurrency)
         self.active: dict[str, asyncio.Task[None]] = {}
         self.wake = asyncio.Event()
@@ -158,8 +181,11 @@ class Runner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=0.25)
             self.wake.clear()
-        for task in list(self.active.values()):
+        tasks = list(self.active.values())
+        for task in tasks:
             task.cancel()
+        # Wait for them: each stops its command (SIGTERM, then SIGKILL after the grace).
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def poll(self) -> None:
         free = self.concurrency - len(self.active)
@@ -246,6 +272,7 @@ class Runner:
         error: str | None,
         output: str | None = None,
         expect: str = "running",
+        permanent: bool = False,
     ) -> Run:
         ours = [False]  # whether the end event appended is this call's
 
@@ -255,7 +282,11 @@ class Runner:
                 return None
             if ok:
                 return {"type": "succeeded", "attempt": attempt, "exitCode": exit_code}
-            retry = attempt < cur.max_attempts
+            # An interrupted attempt (a shutdown or crash, not the action's fault) is not
+            # counted against maxAttempts, up to INTERRUPTIONS_FORGIVEN of them.
+            interrupted = "interrupted" in (error or "")
+            allowed = cur.max_attempts + (INTERRUPTIONS_FORGIVEN if interrupted else 0)
+            retry = attempt < allowed and not permanent
             return {
                 "type": "failed",
                 "attempt": attempt,
@@ -299,6 +330,7 @@ class Runner:
         async with self.slots:
             ok, code, error, output = False, None, None, None
             started, action = time.perf_counter(), "unknown"
+            permanent = False
             try:
                 trigger = await asyncio.to_thread(self.triggers.get, run.agent_id, run.trigger_id)
                 delivery = await asyncio.to_thread(self.runs.delivery, run)
@@ -311,6 +343,9 @@ class Runner:
                 else:
                     await asyncio.to_thread(self._memory, run, trigger, delivery, body)
                     ok = True
+            except PERMANENT as exc:
+                # Retrying can't help (too large, invalid, agent erased): fail at once.
+                error, permanent = f"{exc.message} (permanent: not retried)", True
             except MemfsError as exc:
                 error = exc.message
             except asyncio.CancelledError:
@@ -320,7 +355,16 @@ class Runner:
                 error = f"internal error: {type(exc).__name__}"
             metrics.run_attempt_done(action, ok, time.perf_counter() - started)
             await asyncio.to_thread(
-                self._finish, run, attempt, ok=ok, exit_code=code, error=error, output=output
+                functools.partial(
+                    self._finish,
+                    run,
+                    attempt,
+                    ok=ok,
+                    exit_code=code,
+                    error=error,
+                    output=output,
+                    permanent=permanent,
+                )
             )
             self.wake.set()
 
@@ -398,8 +442,9 @@ class Runner:
             await proc.wait()
             ok, code, error = False, None, f"timed out after {timeout} s; process group killed"
         except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            # Shutting down: the command may end cleanly within the grace period. The
+            # attempt is found interrupted at the next start and retried, uncounted.
+            await _stop_group(proc, self.command_grace_s)
             raise
         finally:
             with contextlib.suppress(MemfsError):

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memfs import config
+from memfs import config, healing
 from memfs.errors import InvalidRequest
 from memfs.keys import admin_key
 from memfs.store import Store
@@ -34,6 +34,11 @@ _FLAGS = {
     "run_concurrency": str,
     "retry_base_ms": str,
     "delivery_retention_hours": str,
+    "header_timeout_seconds": str,
+    "body_timeout_seconds": str,
+    "max_connections": str,
+    "shutdown_drain_seconds": str,
+    "command_grace_seconds": str,
 }
 
 
@@ -62,6 +67,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
     except InvalidRequest as exc:
         print(f"memfs: {exc.message}", file=sys.stderr)
         return 2
+    # Once, before any worker starts: workers then find the index whole and caught up.
+    healing.heal(store, progress=lambda note: print(note, file=sys.stderr, flush=True))
     store.close()
     key, path = admin_key(settings.data, settings.admin_key)
     env = {
@@ -76,6 +83,11 @@ def run(args: argparse.Namespace, store: Store) -> int:
         "MEMFS_RUN_CONCURRENCY": str(settings.run_concurrency),
         "MEMFS_RETRY_BASE_MS": str(settings.retry_base_ms),
         "MEMFS_DELIVERY_RETENTION_HOURS": str(settings.delivery_retention_hours),
+        "MEMFS_HEADER_TIMEOUT_SECONDS": str(settings.header_timeout_seconds),
+        "MEMFS_BODY_TIMEOUT_SECONDS": str(settings.body_timeout_seconds),
+        "MEMFS_MAX_CONNECTIONS": str(settings.max_connections),
+        "MEMFS_SHUTDOWN_DRAIN_SECONDS": str(settings.shutdown_drain_seconds),
+        "MEMFS_COMMAND_GRACE_SECONDS": str(settings.command_grace_seconds),
     }
     if settings.admin_key:
         env["MEMFS_ADMIN_KEY"] = settings.admin_key
@@ -102,6 +114,11 @@ def run(args: argparse.Namespace, store: Store) -> int:
             workers=settings.workers if settings.workers > 1 else None,
             log_level="info",
             timeout_graceful_shutdown=30,
+            # Slow clients: headers within MEMFS_HEADER_TIMEOUT_SECONDS (the protocol), the
+            # body within MEMFS_BODY_TIMEOUT_SECONDS (the app); connections beyond
+            # MEMFS_MAX_CONNECTIONS are answered 503 at once.
+            http="memfs.http.protocol:BoundedHTTPProtocol",
+            limit_concurrency=settings.max_connections,
         )
     finally:
         if metrics_dir is not None:

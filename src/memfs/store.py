@@ -11,15 +11,18 @@ only then is the caller answered. HTTP, CLI and client all call these methods.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import json
 import logging
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from memfs import content as contentlib
 from memfs import index, layout, paths
@@ -40,6 +43,7 @@ from memfs.content import Scalar
 from memfs.errors import (
     Conflict,
     CorruptionError,
+    Damaged,
     InvalidRequest,
     MemfsError,
     NotFound,
@@ -52,6 +56,33 @@ log = logging.getLogger("memfs.store")
 
 DEFAULT_MEMORY_BYTES = 100 * 1024
 _RACE_RETRIES = 50
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _records_damage(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Damage found inside a transaction (rolled back with it) is recorded in the
+    index once the transaction is over, so every process refuses that agent."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except Damaged as exc:
+            store = args[0]
+            assert isinstance(store, Store)
+            store.record_damage(exc)
+            raise
+
+    return wrapper
+
+
+def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
+    """``data`` if it hashes to ``sha256``; Damaged naming ``where`` otherwise."""
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise Damaged(agent_id, where, f"content does not match its sha256 {sha256[:12]}…")
+    return data
 
 
 @dataclass(frozen=True)
@@ -173,17 +204,36 @@ class Store:
         *,
         backend: Backend | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        index_file: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
-        self.index = Index(layout.index_path(data_dir))
+        self.index = Index(index_file or layout.index_path(data_dir))
+        # True while this process rebuilds a deleted or replaced index (memfs.healing).
+        self.index_rebuilding = False
+        self.healed_inode: int | None = None  # the index file last checked against the log
+        self.index.on_reopen = self._index_replaced
         self.memory_bytes = memory_bytes
         # Publishes log entries while the committing thread indexes them (made on first
         # use, and again after close: a closed Store reopens what it needs, as the index).
         self._publisher: ThreadPoolExecutor | None = None
         # Called after each commit this Store makes (the server counts them for /metrics).
         self.on_commit: Callable[[], None] | None = None
+
+    def _index_replaced(self) -> None:
+        """A thread found the index file replaced: check it against the log, once per
+        file (every thread of the process reconnects, one by one)."""
+        from memfs import healing  # healing rebuilds through maintenance, above the store
+
+        try:
+            inode: int | None = os.stat(self.index.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode is not None and inode == self.healed_inode:
+            return
+        self.healed_inode = inode
+        healing.rebuild_in_background(self)
 
     def close(self) -> None:
         if self._publisher is not None:
@@ -351,6 +401,7 @@ class Store:
             raise InvalidRequest("a commit needs at least one change")
         return self._commit(agent_id, ops, actor=actor, message=message)
 
+    @_records_damage
     def _commit(
         self,
         agent_id: str,
@@ -371,6 +422,9 @@ class Store:
             # entry is that probe. An answer that writes nothing (a no-op or a refusal)
             # is checked by looking, and judged again on the caught-up head if stale.
             behind: int | None = None
+            # Set once this commit's log entry is durable and ours: from then on it is
+            # committed, whatever happens to the index (a full disk, say).
+            durable: CommitResult | None = None
             try:
                 with self.index.write() as conn:
                     row = _require_agent(conn, agent_id)
@@ -382,9 +436,7 @@ class Store:
                     if not plan.changes and agent_name is None:
                         if behind is not None and self._has_entry(agent_id, behind + 1):
                             raise _LostRace
-                        return CommitResult(
-                            row.revision, None, _read(conn, agent_id, read_back)
-                        )
+                        return CommitResult(row.revision, None, _read(conn, agent_id, read_back))
                     for change in plan.changes:
                         if change.after is not None and change.content is None:
                             key = layout.blob_key(agent_id, change.after)
@@ -416,6 +468,10 @@ class Store:
                             staged = self._stage_tree(commit, plan.contents)
                         finally:
                             won = published.result()
+                            if won:
+                                durable = CommitResult(
+                                    commit.revision, commit, _written(plan, commit, read_back)
+                                )
                         if not won:
                             raise _LostRace
                     except BaseException:
@@ -434,7 +490,21 @@ class Store:
                     return CommitResult(commit.revision, commit, row_after)
             except _LostRace:
                 continue
-            except MemfsError:
+            except Damaged:
+                raise
+            except Exception as exc:
+                if durable is not None:
+                    # The log entry is the commit: acknowledge it. The index missed it
+                    # and takes it from the log at the next write's catch-up.
+                    log.warning(
+                        "r%d of %r is committed but not indexed (%s); the index catches up",
+                        durable.revision,
+                        agent_id,
+                        exc,
+                    )
+                    return durable
+                if not isinstance(exc, MemfsError):
+                    raise
                 if behind is not None:
                     if self._has_entry(agent_id, behind + 1):
                         continue  # judged on a stale head: judge again after catching up
@@ -501,9 +571,17 @@ class Store:
                 data = self.backend.get(key)
             except MissingObject:
                 break
-            commit = Commit.from_bytes(data, where=key)
+            try:
+                commit = Commit.from_bytes(data, where=key)
+                if commit.agent_id != row.agent_id or commit.revision != revision + 1:
+                    raise CorruptionError(
+                        f"names revision {commit.revision} of {commit.agent_id!r}"
+                    )
+                contents = self._contents(commit, key)
+            except CorruptionError as exc:
+                raise Damaged(row.agent_id, key, exc.message) from None
             visible_at = max(now_us(), index.clock(conn) + 1, commit.ts)
-            self._record(conn, commit, visible_at, self._contents(commit), data)
+            self._record(conn, commit, visible_at, contents, data)
             revision += 1
         if revision == row.revision:
             return row
@@ -514,17 +592,23 @@ class Store:
     def _has_entry(self, agent_id: str, revision: int) -> bool:
         return self.backend.exists(layout.log_key(agent_id, revision))
 
-    def _contents(self, commit: Commit) -> dict[str, bytes]:
+    def _contents(self, commit: Commit, where: str) -> dict[str, bytes]:
+        """The contents ``commit`` (log entry ``where``) writes, each checked."""
         contents: dict[str, bytes] = {}
+        agent_id = commit.agent_id
         for change in commit.changes:
             if change.after is None:
                 continue
             if change.content is not None:
-                contents[change.after] = change.content.encode()
-            else:
-                contents[change.after] = self.backend.get(
-                    layout.blob_key(commit.agent_id, change.after)
-                )
+                data = change.content.encode()
+                contents[change.after] = verified(agent_id, change.after, data, where)
+                continue
+            key = layout.blob_key(agent_id, change.after)
+            try:
+                data = self.backend.get(key)
+            except MissingObject:
+                raise Damaged(agent_id, key, "content is missing") from None
+            contents[change.after] = verified(agent_id, change.after, data, key)
         return contents
 
     def _plan(self, conn: index.Connection, agent_id: str, ops: Sequence[Op]) -> _Plan:
@@ -679,16 +763,41 @@ class Store:
     # ---- reading -----------------------------------------------------------------
 
     def _read_blob(self, conn: index.Connection, agent_id: str, sha256: str) -> bytes:
+        """A content, checked against its sha256 (Damaged if no copy of it is intact)."""
         data = index.blob(conn, agent_id, sha256)
         if data is not None:
-            return data
+            if hashlib.sha256(data).hexdigest() == sha256:
+                return data
+            log.error("the index's copy of content %s of %r is damaged", sha256, agent_id)
+        key = layout.blob_key(agent_id, sha256)
         try:
-            return self.backend.get(layout.blob_key(agent_id, sha256))
+            blob = self.backend.get(key)
         except MissingObject:
-            raise CorruptionError(
-                f"content {sha256} of agent {agent_id!r} is missing; run 'memfs fsck'"
-            ) from None
+            if data is None:
+                raise Damaged(agent_id, key, "content is missing") from None
+            # Inline in a log entry: the index's copy was the only one at hand.
+            found = conn.execute(
+                "SELECT MIN(revision) FROM versions WHERE agent_id=? AND sha256=?",
+                (agent_id, sha256),
+            ).fetchone()
+            where = layout.log_key(agent_id, int(found[0])) if found and found[0] else key
+            reason = f"content does not match its sha256 {sha256[:12]}…"
+            raise Damaged(agent_id, where, reason) from None
+        return verified(agent_id, sha256, blob, key)
 
+    def record_damage(self, exc: Damaged) -> None:
+        """Remember that ``exc.agent_id`` is damaged: its routes answer 503 until fsck."""
+        if exc.known:
+            return
+        exc.known = True
+        log.error("agent %r is damaged: %s: %s", exc.agent_id, exc.file, exc.reason)
+        try:
+            with self.index.write() as conn:
+                index.mark_damaged(conn, exc.agent_id, exc.file, exc.reason)
+        except Exception as error:  # the request is refused either way
+            log.error("could not record the damage of %r: %s", exc.agent_id, error)
+
+    @_records_damage
     def read(self, agent_id: str, path: str, version: int | None = None) -> Memory:
         """The current memory at ``path``, or its version ``version`` (past ones too)."""
         path = paths.memory_path(path)
@@ -808,6 +917,7 @@ class Store:
         except MissingObject:
             raise CorruptionError(f"log entry {key} is missing; run 'memfs fsck'") from None
 
+    @_records_damage
     def content_of(self, agent_id: str, sha256: str) -> bytes:
         with self.index.read() as conn:
             return self._read_blob(conn, agent_id, sha256)
@@ -817,10 +927,13 @@ class Store:
         ids = [agent_id] if agent_id else [a.agent_id for a in self.iter_agents()]
         moved = 0
         for one in ids:
-            with self.index.write() as conn:
-                row = index.agent(conn, one)
-                if row is not None and self._catch_up(conn, row) is not row:
-                    moved += 1
+            try:
+                with self.index.write() as conn:
+                    row = index.agent(conn, one)
+                    if row is not None and self._catch_up(conn, row) is not row:
+                        moved += 1
+            except Damaged as exc:  # that agent is refused; the others catch up
+                self.record_damage(exc)
         return moved
 
     def iter_agents(self) -> list[Agent]:
@@ -839,6 +952,7 @@ class _LostRace(Exception):
 
 
 def _require_agent(conn: index.Connection, agent_id: str) -> AgentRow:
+    """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
     row = index.agent(conn, agent_id)
     if row is None:
         raise NotFound(
@@ -846,6 +960,11 @@ def _require_agent(conn: index.Connection, agent_id: str) -> AgentRow:
             f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
             field="agentId",
         )
+    damage = index.damage(conn, agent_id)
+    if damage is not None:
+        exc = Damaged(agent_id, *damage)
+        exc.known = True
+        raise exc
     return row
 
 

@@ -14,22 +14,26 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import FrameType
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config, metrics
+from memfs import config, faults, healing, maintenance, metrics
 from memfs.auth import authenticate
-from memfs.errors import InvalidRequest, MemfsError
+from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, tenant, triggers
 from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
+from memfs.index import IndexGone
 from memfs.keys import KeyRing, admin_key
 from memfs.runner import Runner
 from memfs.store import Store
@@ -38,6 +42,7 @@ from memfs.tokens import Signer
 log = logging.getLogger("memfs.http")
 
 PROTOCOL_VERSIONS = ("1",)
+SWEEP_EVERY_S = 600.0  # how often crash temp files (older than TEMP_GRACE_S) are removed
 # The router tries routes in order, matching each pattern: the routes agents call most
 # are tried first (about 15 us less per request than in the order of ROUTES). No two
 # routes match the same method and path, so the order changes nothing else
@@ -108,6 +113,9 @@ class MemfsApp:
         self.router = Router(sorted(routes, key=lambda r: r.name not in HOT_ROUTES))
         self._openapi = spec(routes)
         self._templates = {r.name: openapi_path(r) for r in routes}  # the metrics' route label
+        # Set by SIGTERM: for shutdown_drain_seconds new requests get 503 (retryable)
+        # while the listener is still open, instead of a reset connection.
+        self.draining = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -116,15 +124,31 @@ class MemfsApp:
         if scope["type"] != "http":
             return
         request_id = "req_" + secrets.token_hex(8)
+        if self.draining:
+            refusal = error_response(
+                Unavailable("the server is shutting down; retry in a moment"), request_id
+            )
+            refusal.headers["Connection"] = "close"
+            await refusal(scope, receive, send)
+            return
         started = time.perf_counter()
         matched: list[Route] = []  # the route the request reached, for its metrics label
         try:
             response = await self._handle(Request(scope, receive), scope, request_id, matched)
         except MemfsError as exc:
+            if isinstance(exc, Damaged) and not exc.known:
+                await asyncio.to_thread(self.services.store.record_damage, exc)
             response = error_response(exc, request_id)
-        except Exception:
-            log.exception("unhandled error in request %s", request_id)
-            response = internal_error(request_id)
+        except Exception as exc:
+            translated = faults.translate(exc)
+            if translated is None:
+                log.exception("unhandled error in request %s", request_id)
+                response = internal_error(request_id)
+            else:
+                log.warning("request %s: %s (%r)", request_id, translated.message, exc)
+                if isinstance(exc, IndexGone):
+                    healing.rebuild_in_background(self.services.store)
+                response = error_response(translated, request_id)
         response.headers["Memfs-Request-Id"] = request_id
         try:
             await response(scope, receive, send)
@@ -160,12 +184,16 @@ class MemfsApp:
                         concurrency=settings.run_concurrency,
                         retry_base_s=settings.retry_base_ms / 1000,
                         retention_hours=settings.delivery_retention_hours,
+                        command_grace_s=settings.command_grace_seconds,
                     )
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
+                sweeper = asyncio.create_task(self._sweep_forever(stop))
+                self._drain_on_sigterm()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 stop.set()
+                sweeper.cancel()
                 if task is not None:
                     self.services.runner.wake.set()  # type: ignore[union-attr]
                     with contextlib.suppress(Exception):
@@ -177,6 +205,37 @@ class MemfsApp:
                 metrics.process_stopped()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    def _drain_on_sigterm(self) -> None:
+        """Put a drain before uvicorn's SIGTERM handler (installed by now): answer 503
+        for shutdown_drain_seconds, then hand the signal on so uvicorn shuts down."""
+        seconds = self.services.settings.shutdown_drain_seconds
+        previous = signal.getsignal(signal.SIGTERM)
+        if seconds <= 0 or not callable(previous):
+            return
+        loop = asyncio.get_running_loop()
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            if self.draining:
+                previous(signum, frame)  # a second SIGTERM: stop now
+                return
+            self.draining = True
+            log.warning("SIGTERM: answering 503 for %d s, then shutting down", seconds)
+            loop.call_soon_threadsafe(loop.call_later, seconds, previous, signum, frame)
+
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, handle)
+
+    async def _sweep_forever(self, stop: asyncio.Event) -> None:
+        """Crash temp files are removed at start (build) and every SWEEP_EVERY_S."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=SWEEP_EVERY_S)
+            if not stop.is_set():
+                try:
+                    await asyncio.to_thread(maintenance.sweep_temp_files, self.services.store)
+                except Exception:
+                    log.exception("sweeping temp files failed")
 
     async def _handle(
         self, request: Request, scope: Scope, request_id: str, matched: list[Route]
@@ -214,7 +273,9 @@ class MemfsApp:
 
 def build(settings: config.Settings) -> MemfsApp:
     store = Store(settings.data, memory_bytes=settings.memory_bytes)
-    store.sync()  # apply what a crashed writer left in the log before serving
+    # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
+    healing.heal(store)
+    maintenance.sweep_temp_files(store)
     store.on_commit = metrics.commit_made
     key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(

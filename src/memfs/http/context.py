@@ -106,11 +106,20 @@ class Ctx:
             raise PayloadTooLarge(f"body is larger than {limit} bytes", field="body")
         chunks: list[bytes] = []
         size = 0
-        async for chunk in self.request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise PayloadTooLarge(f"body is larger than {limit} bytes", field="body")
-            chunks.append(chunk)
+        seconds = self.services.settings.body_timeout_seconds
+        try:
+            # A slow client holds a connection: its whole body must arrive in time.
+            async with asyncio.timeout(seconds):
+                async for chunk in self.request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise PayloadTooLarge(f"body is larger than {limit} bytes", field="body")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise InvalidRequest(
+                f"the body did not arrive within {seconds} s (MEMFS_BODY_TIMEOUT_SECONDS)",
+                field="body",
+            ) from None
         return b"".join(chunks)
 
     def media_type(self) -> str:

@@ -39,7 +39,7 @@ class Op:
     tag: str
     summary: str
     ok: dict[int, tuple[str, str | None]]  # status: (description, schema or None)
-    errors: tuple[int, ...] = ()  # beyond 400, 401, 403 and 500
+    errors: tuple[int, ...] = ()  # beyond 400, 401, 403, 500 and 503
     params: tuple[str, ...] = ()
     body: str | None = None  # a JSON schema name, or */* for any bytes
     description: str = ""
@@ -350,7 +350,7 @@ def _operation(route: Route) -> Json:
         if content and op.markdown and op.body is None:
             content["text/markdown"] = {"schema": STRING}
         responses[str(status)] = response(text, content, *(["ETag"] if op.etag else []))
-    common = (400, 401, 403, 500) if route.protocol else (400, 403, 500)
+    common = (400, 401, 403, 500, 503) if route.protocol else (400, 403, 500, 503)
     for status in sorted({*common, *op.errors}):
         responses[str(status)] = ref("responses", ERRORS[status][0])
     out["responses"] = responses

@@ -123,7 +123,12 @@ ERRORS: dict[int, tuple[str, str, str]] = {
     412: ("PreconditionFailed", "precondition_failed", "If-Match / If-None-Match not met"),
     413: ("PayloadTooLarge", "payload_too_large", "the body or memory is over its limit"),
     500: ("InternalError", "internal_error", "a server fault, never bad input"),
-    503: ("Unavailable", "unavailable", "not ready yet or storage unavailable; retry"),
+    503: (
+        "Unavailable",
+        "unavailable",
+        "retryable: shutting down, storage full or failing, the index being rebuilt;"
+        " not retryable: the agent is damaged (an operator runs memfs fsck)",
+    ),
 }
 
 # Claude memory-tool commands: fields, "?" marking an optional one.

@@ -8,8 +8,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import paths
-from memfs.errors import InvalidRequest
+from memfs.errors import InvalidRequest, PayloadTooLarge
 from memfs.http.context import Ctx
+from memfs.runner import memory_content
 from memfs.runs import Runs, check_run_id
 from memfs.triggers import Triggers
 from memfs.webhook_verify import verify
@@ -74,7 +75,18 @@ async def deliver(ctx: Ctx) -> Response:
     ctx.store.get_agent(agent_id)
     trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
     settings = ctx.services.settings
-    body = await ctx.body(settings.webhook_body_bytes)
+    # A memory action can't store more than memoryBytes: the body is refused here, with
+    # 413 before any 202, rather than accepted to fail on every attempt.
+    limit = settings.webhook_body_bytes
+    if trigger.action.get("type") != "command":
+        limit = min(limit, settings.memory_bytes)
+    try:
+        body = await ctx.body(limit)
+    except PayloadTooLarge as exc:
+        if limit < settings.webhook_body_bytes:
+            exc.message += " (the most this trigger's memory action can store: memoryBytes)"
+            exc.args = (exc.message,)
+        raise
     now = time.time()
     webhook_id = verify(
         trigger.live_secrets(int(now * 1_000_000)),
@@ -89,6 +101,17 @@ async def deliver(ctx: Ctx) -> Response:
     if known is not None:
         return JSONResponse(known.to_json(), status_code=200)
     media = ctx.request.headers.get("content-type", "application/octet-stream")[:256]
+    if trigger.action.get("type") != "command":
+        # The exact memory (frontmatter, and base64 for a binary body) must fit too.
+        facts = {"webhookId": webhook_id, "contentType": media, "receivedAt": int(now * 1e6)}
+        size = len(memory_content(trigger, facts, body))
+        if size > settings.memory_bytes:
+            raise PayloadTooLarge(
+                f"this trigger's memory action stores at most {settings.memory_bytes} bytes"
+                f" (memoryBytes) and this body makes a memory of {size}; send less, or use a"
+                " command action",
+                field="body",
+            )
     # The durable record is written in a worker thread, so the fsyncs of concurrent
     # deliveries overlap (and their index rows share a transaction).
     run, created = await run_in_threadpool(
