@@ -253,8 +253,9 @@ def test_full_session(memfs: Memfs, tmp_path: Path) -> None:
     tree = layout.worktree_root(data, "demo")
 
     # Agents.
-    created = ok(*d, "agents", "create", "demo", "--name", "Demo agent", real=True)
-    assert created.text == "created agent demo\n"
+    created = memfs(*d, "agents", "create", "demo", "--name", "Demo agent", real=True)
+    assert created.code == 0 and created.text == "created agent demo\n"
+    assert created.err.decode() == f"memfs: creating data folder {data}\n"  # said once
     created = ok("--json", *d, "agents", "create", "users/alice/assistant").json()
     assert set(created) >= AGENT_FIELDS
     assert created["agentId"] == "users/alice/assistant" and created["revision"] == 0
@@ -502,11 +503,12 @@ def test_memfs_data_and_option_positions(memfs: Memfs, tmp_path: Path) -> None:
     data, other = tmp_path / "data", tmp_path / "other"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    ok("agents", "create", "env/agent", data_env=data, real=True)
+    made = memfs("agents", "create", "env/agent", data_env=data, real=True)
+    assert made.code == 0 and made.err.decode() == f"memfs: creating data folder {data}\n"
     ok("put", "env/agent", "a.md", "-", stdin=b"# via MEMFS_DATA\n", data_env=data, real=True)
     assert (layout.worktree_root(data, "env/agent") / "a.md").read_bytes() == b"# via MEMFS_DATA\n"
     # --data wins over MEMFS_DATA.
-    ok("--data", str(other), "agents", "create", "other/agent", data_env=data)
+    assert memfs("--data", str(other), "agents", "create", "other/agent", data_env=data).code == 0
     from_env, overridden, neither = memfs.many(
         [["agents", "ls"], ["agents", "ls", "--data", str(other)]],
         data_env=data,
@@ -515,9 +517,10 @@ def test_memfs_data_and_option_positions(memfs: Memfs, tmp_path: Path) -> None:
     ) + memfs.many([["agents", "ls"]], cwd=cwd, real=True)
     assert from_env.lines == ["env/agent"]
     assert overridden.lines == ["other/agent"]
-    # Without either, ./data of the working folder.
-    assert neither.code == 0 and neither.lines == []
-    assert os.listdir(cwd) == ["data"]
+    # Without either, ./data of the working folder, which 'ls' does not make up.
+    assert neither.code == 2 and neither.lines == []
+    assert neither.err.decode().startswith("memfs: data folder data does not exist;")
+    assert os.listdir(cwd) == []
 
     d = str(data)
     variants = all_ok(

@@ -27,7 +27,7 @@ from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import spec
 from memfs.http.routing import Route, Router
-from memfs.keys import KeyRing, admin_key
+from memfs.keys import AdminKey, KeyRing
 from memfs.runner import Runner
 from memfs.store import Store
 from memfs.tokens import Signer
@@ -173,7 +173,7 @@ class MemfsApp:
         ctx = Ctx(request, params, self.services, request_id)
         if route.protocol:
             ctx.principal = authenticate(
-                request.headers, self.services.keys, self.services.admin_key
+                request.headers, self.services.keys, self.services.admin_key.current()
             )
         response: Response = await route.handler(ctx)
         return response
@@ -182,13 +182,12 @@ class MemfsApp:
 def build(settings: config.Settings) -> MemfsApp:
     store = Store(settings.data, memory_bytes=settings.memory_bytes)
     store.sync()  # apply what a crashed writer left in the log before serving
-    key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(
         store=store,
         keys=KeyRing(store.backend),
         signer=Signer.for_data_dir(settings.data),
         settings=settings,
-        admin_key=key,
+        admin_key=AdminKey(settings.data, settings.admin_key),
     )
     return MemfsApp(services)
 
