@@ -75,10 +75,14 @@ class RealServer:
         admin_key: str = ADMIN_KEY,
         log_path: Path | None = None,
         extra_args: tuple[str, ...] = (),
+        key_in_env: bool = True,
     ) -> None:
         self.data = data
         self.workers = workers
         self.admin_key = admin_key
+        # False: no MEMFS_ADMIN_KEY, the server reads data/admin.key (which the caller
+        # wrote holding ``admin_key``), as a server started by an operator does.
+        self.key_in_env = key_in_env
         self.log_path = log_path or data.parent / f"serve-{time.monotonic_ns()}.log"
         self.extra_args = extra_args
         self.port = 0
@@ -131,7 +135,7 @@ class RealServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env=_clean_env(self.admin_key),
+            env=_clean_env(self.admin_key if self.key_in_env else None),
             start_new_session=True,
         )
 
