@@ -403,20 +403,19 @@ def cmd_inspect(args: argparse.Namespace, store: Store) -> int:
     progress = sys.stderr.isatty() and not args.json
     counts: dict[str, int] = {}
     with _local_client(store, target) as client:
+        if as_of is None:  # one instant for every listing: the read time of a first page
+            as_of = client.inspect({"log": {"limit": 1}}, **where).read_timestamp
         for section in ("vectors", "graph", "log"):
             if section not in sections:
                 continue
             for listing in _SECTION_LISTINGS[section]:
                 counts[listing] = 0
                 for item in client.iter_inspect(listing, as_of=as_of, limit=200, **where):
-                    # Every listing sees the instant the first page was read at.
                     print(json.dumps({"section": listing, **item}, ensure_ascii=False))
                     counts[listing] += 1
                     if progress and counts[listing] % 200 == 0:
                         done = ", ".join(f"{v} {k}" for k, v in counts.items())
                         print(f"\rinspect: {done}", end="", file=sys.stderr, flush=True)
-                if as_of is None:
-                    as_of = client.inspect({"log": {"limit": 1}}, **where).read_timestamp
     if progress:
         done = ", ".join(f"{v} {k}" for k, v in counts.items())
         print(f"\rinspect: {done}", file=sys.stderr)
@@ -562,6 +561,8 @@ def cmd_deliver(args: argparse.Namespace, store: Store) -> int:
     from memfs.client import ApiError, TransportError
     from memfs.client.results import _camel
 
+    if not args.url.startswith(("http://", "https://")):
+        raise InvalidRequest(f"--url {args.url!r} must start with http:// or https://")
     store.get_agent(args.agent)
     trigger = Triggers(store.backend).get(args.agent, args.trigger)
     body = _read_input(args.file)
@@ -698,7 +699,7 @@ def build_parser() -> _Parser:
     p.add_argument("agent")
     p.add_argument("--trigger")
     p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "delayed"])
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--limit", type=cli_base.positive, default=1000)
     p = _command(
         r_sub, "show", cmd_runs_show, "one run with its output", "memfs runs show demo run_0123abcd"
     )
@@ -834,11 +835,13 @@ def build_parser() -> _Parser:
     p.add_argument("agent")
     p.add_argument("path", nargs="?", help="only commits that touched this memory")
     p.add_argument("-p", "--patch", action="store_true", help="show each change as a diff")
-    p.add_argument("-n", "--max-count", type=int, default=1 << 30, help="at most N commits")
+    p.add_argument(
+        "-n", "--max-count", type=cli_base.positive, default=1 << 30, help="at most N commits"
+    )
 
     p = _command(sub, "show", cmd_show, "one commit with its diff", "memfs show demo 3")
     p.add_argument("agent")
-    p.add_argument("revision", type=int)
+    p.add_argument("revision", type=cli_base.positive)
 
     p = _command(
         sub,
@@ -849,8 +852,8 @@ def build_parser() -> _Parser:
     )
     p.add_argument("agent")
     p.add_argument("path")
-    p.add_argument("v1", type=int)
-    p.add_argument("v2", type=int, nargs="?", help="default: the current content")
+    p.add_argument("v1", type=cli_base.positive)
+    p.add_argument("v2", type=cli_base.positive, nargs="?", help="default: the current content")
 
     p = _command(
         sub,

@@ -55,6 +55,17 @@ class Parser(argparse.ArgumentParser):
             self._parsing = False
 
 
+def positive(value: str) -> int:
+    """An argparse type: an integer >= 1 (a count, a revision, a version)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer >= 1")
+    return number
+
+
 def out(args: argparse.Namespace, data: Any, text: Iterable[str] | str = ()) -> None:
     """``data`` as one JSON line with ``--json``, else ``text`` (lines or a string)."""
     if args.json:
