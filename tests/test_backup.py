@@ -181,15 +181,21 @@ def test_restore_verifies_every_file_and_refuses_a_non_empty_target(tmp_path: Pa
     assert not target.exists()
     blob.write_bytes(original)
 
-    # A non-empty target only with --force, which replaces what it held.
+    # A non-empty target only with --force, which replaces what it held, and only
+    # when what it holds is a memfs data folder.
     target.mkdir()
     (target / "stray.txt").write_text("keep me?")
     refused = memfs_cli("restore", str(dest), data=target)
     assert refused.returncode == 2 and "--force" in refused.stderr
+    refused = memfs_cli("restore", str(dest), "--force", data=target)
+    assert refused.returncode == 2 and "not a memfs data folder" in refused.stderr
     assert _files_snapshot(target) == {"stray.txt": b"keep me?"}
+    (target / "stray.txt").unlink()
+    assert memfs_cli("agents", "create", "other", data=target).returncode == 0
     forced = memfs_cli("restore", str(dest), "--force", data=target)
     assert forced.returncode == 0, forced.stderr
-    assert not (target / "stray.txt").exists()
+    agents = memfs_cli("agents", "ls", data=target)
+    assert agents.stdout == "demo\n"  # what the folder held before is gone
     assert memfs_cli("cat", "demo", "big.md", data=target).stdout == big.read_text()
 
     # Without its manifest a folder is an unfinished backup.

@@ -238,6 +238,20 @@ def verify(src: Path) -> dict[str, dict[str, object]]:
     return files
 
 
+def _looks_like_data(folder: Path) -> bool:
+    names = {entry.name for entry in folder.iterdir()}
+    return bool(names) and names <= {
+        "agents",
+        "keys",
+        "work",
+        "index.sqlite",
+        "index.sqlite-wal",
+        "index.sqlite-shm",
+        "index.sqlite.lock",
+        *SECRETS,
+    } | {n for n in names if durable.is_temp_name(n)}
+
+
 def _check_name(rel: object) -> None:
     ok = isinstance(rel, str) and (
         rel in SECRETS
@@ -261,11 +275,19 @@ def restore(src: Path, data_dir: Path, *, force: bool = False) -> int:
     files = verify(src)
     if data_dir.exists() and not data_dir.is_dir():
         raise InvalidRequest(f"{data_dir} is not a folder")
+    if src.resolve().is_relative_to(data_dir.resolve()):
+        raise InvalidRequest(f"the backup {src} is inside {data_dir}; restore elsewhere")
     if not _empty_or_absent(data_dir):
         if not force:
             raise InvalidRequest(
                 f"{data_dir} is not empty; restore into a new folder, or add --force to "
                 "replace what it holds (stop any server on it first)"
+            )
+        if not _looks_like_data(data_dir):
+            # --force deletes what the folder holds: only ever a memfs data folder's.
+            raise InvalidRequest(
+                f"{data_dir} holds files but is not a memfs data folder; --force only "
+                "replaces a data folder"
             )
         for entry in list(data_dir.iterdir()):
             if entry.is_dir() and not entry.is_symlink():

@@ -65,5 +65,7 @@ def add_commands(sub: argparse._SubParsersAction[Parser]) -> None:
         "memfs restore /var/backups/memfs-2026-12-01 --data ./data-restored",
     )
     p.add_argument("src", type=Path, metavar="SRC", help="a folder written by 'memfs backup'")
-    p.add_argument("--force", action="store_true", help="replace what a non-empty --data holds")
+    p.add_argument(
+        "--force", action="store_true", help="replace what an existing data folder --data holds"
+    )
     p.set_defaults(opens_store=False)
