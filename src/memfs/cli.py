@@ -639,7 +639,7 @@ def build_parser() -> _Parser:
         "memfs serve --port 8750 --workers 2",
     )
     serve.add_arguments(p)
-    p.set_defaults(creates_data=True)
+    p.set_defaults(creates_data=True, precheck=serve.settings_of)
 
     triggers = sub.add_parser(
         "triggers",
@@ -962,6 +962,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             code: int = args.handler(args, None)
             return code
+        except MemfsError as exc:
+            print(f"memfs: {exc.message}", file=sys.stderr)
+            return EXIT_CODES.get(exc.code, 1)
+    if getattr(args, "precheck", None) is not None:  # bad settings: nothing is created
+        try:
+            args.precheck(args)
         except MemfsError as exc:
             print(f"memfs: {exc.message}", file=sys.stderr)
             return EXIT_CODES.get(exc.code, 1)
