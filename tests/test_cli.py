@@ -638,6 +638,7 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(
         (["keys", "create", "bad id", "--scope", "inspect"], b"", 2, "keyId"),
         (["keys", "revoke", "ghost"], b"", 3, "ghost"),
         (["backup", str(data)], b"", 2, "not empty"),
+        (["backup", str(data / "agents" / "copy")], b"", 2, "inside the data folder"),
         (["restore", str(data), "--data", str(tmp_path / "r")], b"", 2, "memfs-backup.json"),
         (["restore", str(tmp_path), "--data", str(data)], b"", 2, "memfs-backup.json"),
     ]

@@ -444,6 +444,6 @@ def test_status_flags_names_that_are_not_nfc(store: Store, agent: str) -> None:
 
 def test_commit_worktree_refuses_invalid_content(store: Store, agent: str) -> None:
     (tree(store, agent) / "a.md").write_bytes(b"---\na: b: c\n---\n")
-    with pytest.raises(InvalidRequest, match="commit refused: invalid YAML frontmatter on line 2"):
+    with pytest.raises(InvalidRequest, match="can.t commit /memories/a.md: invalid YAML frontmatter on line 2"):
         maintenance.commit_worktree(store, agent, actor=ACTOR, message="")
     assert store.get_agent(agent).revision == 0
