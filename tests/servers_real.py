@@ -79,11 +79,15 @@ class RealServer:
         log_path: Path | None = None,
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
+        key_in_env: bool = True,
     ) -> None:
         self.data = data
         self.env = env or {}  # added to the server's (otherwise clean) environment
         self.workers = workers
         self.admin_key = admin_key
+        # False: no MEMFS_ADMIN_KEY, the server reads data/admin.key (which the caller
+        # wrote holding ``admin_key``), as a server started by an operator does.
+        self.key_in_env = key_in_env
         self.log_path = log_path or data.parent / f"serve-{time.monotonic_ns()}.log"
         self.extra_args = extra_args
         self.port = 0
@@ -136,7 +140,7 @@ class RealServer:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            env={**_clean_env(self.admin_key), **self.env},
+            env={**_clean_env(self.admin_key if self.key_in_env else None), **self.env},
             start_new_session=True,
         )
 

@@ -253,8 +253,9 @@ def test_full_session(memfs: Memfs, tmp_path: Path) -> None:
     tree = layout.worktree_root(data, "demo")
 
     # Agents.
-    created = ok(*d, "agents", "create", "demo", "--name", "Demo agent", real=True)
-    assert created.text == "created agent demo\n"
+    created = memfs(*d, "agents", "create", "demo", "--name", "Demo agent", real=True)
+    assert created.code == 0 and created.text == "created agent demo\n"
+    assert created.err.decode() == f"memfs: creating data folder {data}\n"  # said once
     created = ok("--json", *d, "agents", "create", "users/alice/assistant").json()
     assert set(created) >= AGENT_FIELDS
     assert created["agentId"] == "users/alice/assistant" and created["revision"] == 0
@@ -504,11 +505,12 @@ def test_memfs_data_and_option_positions(memfs: Memfs, tmp_path: Path) -> None:
     data, other = tmp_path / "data", tmp_path / "other"
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    ok("agents", "create", "env/agent", data_env=data, real=True)
+    made = memfs("agents", "create", "env/agent", data_env=data, real=True)
+    assert made.code == 0 and made.err.decode() == f"memfs: creating data folder {data}\n"
     ok("put", "env/agent", "a.md", "-", stdin=b"# via MEMFS_DATA\n", data_env=data, real=True)
     assert (layout.worktree_root(data, "env/agent") / "a.md").read_bytes() == b"# via MEMFS_DATA\n"
     # --data wins over MEMFS_DATA.
-    ok("--data", str(other), "agents", "create", "other/agent", data_env=data)
+    assert memfs("--data", str(other), "agents", "create", "other/agent", data_env=data).code == 0
     from_env, overridden, neither = memfs.many(
         [["agents", "ls"], ["agents", "ls", "--data", str(other)]],
         data_env=data,
@@ -517,9 +519,10 @@ def test_memfs_data_and_option_positions(memfs: Memfs, tmp_path: Path) -> None:
     ) + memfs.many([["agents", "ls"]], cwd=cwd, real=True)
     assert from_env.lines == ["env/agent"]
     assert overridden.lines == ["other/agent"]
-    # Without either, ./data of the working folder.
-    assert neither.code == 0 and neither.lines == []
-    assert os.listdir(cwd) == ["data"]
+    # Without either, ./data of the working folder, which 'ls' does not make up.
+    assert neither.code == 2 and neither.lines == []
+    assert neither.err.decode().startswith("memfs: data folder data does not exist;")
+    assert os.listdir(cwd) == []
 
     d = str(data)
     variants = all_ok(
@@ -613,7 +616,11 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(
         (["diff", "demo", "notes/a.md", "1", "7"], b"", 3, "version 7"),
         (["versions", "demo", "notes/none.md"], b"", 3, "no history"),
         (["show", "demo", "99"], b"", 3, "revision 99"),
-        (["show", "demo", "one"], b"", 2, "invalid int"),
+        (["show", "demo", "one"], b"", 2, "integer >= 1"),
+        (["show", "demo", "0"], b"", 2, "integer >= 1"),
+        (["log", "demo", "-n", "0"], b"", 2, "integer >= 1"),
+        (["runs", "ls", "demo", "--limit", "-5"], b"", 2, "integer >= 1"),
+        (["deliver", "demo", "t", "--url", "localhost:8750"], b"{}", 2, "http://"),
         (["agents", "rm", "demo"], b"", 2, "--yes"),
         (["agents", "rm", "ghost", "--yes"], b"", 3, "does not exist"),
         (["agents", "create", "demo"], b"", 4, "already exists"),
@@ -622,6 +629,20 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(
         (["ls", "demo", "../up"], b"", 2, "'..'"),
         (["--json", "put", "demo", "../x.md"], b"x\n", 2, "'..'"),
         (["frobnicate"], b"", 2, "invalid choice"),
+        (["inspect", "demo", "--as-of", "yesterday"], b"", 2, "RFC 3339"),
+        (["inspect", "demo", "--scope", "demo"], b"", 2, "AGENT or --scope"),
+        (["inspect"], b"", 2, "AGENT or --scope"),
+        (["export", "--scope", "demo", "--format", "git"], b"", 2, "one agent"),
+        (["import", str(tmp_path / "missing.jsonl")], b"", 2, "missing.jsonl"),
+        (["import"], b"not json\n", 2, "line 1"),
+        (["keys", "create", "app", "--scope", "memories:rule"], b"", 2, "unknown scope"),
+        (["keys", "create", "app"], b"", 2, "--scope"),
+        (["keys", "create", "bad id", "--scope", "inspect"], b"", 2, "keyId"),
+        (["keys", "revoke", "ghost"], b"", 3, "ghost"),
+        (["backup", str(data)], b"", 2, "not empty"),
+        (["backup", str(data / "agents" / "copy")], b"", 2, "inside the data folder"),
+        (["restore", str(data), "--data", str(tmp_path / "r")], b"", 2, "memfs-backup.json"),
+        (["restore", str(tmp_path), "--data", str(data)], b"", 2, "memfs-backup.json"),
     ]
     runs = memfs.many([([*d, *args], stdin) for args, stdin, _code, _text in cases])
     for run, (_args, _stdin, code, text) in zip(runs, cases, strict=True):
@@ -637,3 +658,89 @@ def test_bad_input_is_refused_with_one_line_and_changes_nothing(
         assert run.code == cases[i][2] and run.out == b"", str(run)
         assert len(run.err.splitlines()) == 1 and run.err.startswith(b"memfs: "), str(run)
     assert _state(data) == before
+
+
+# ---- option positions, a missing data folder, commit refusals ----------------------------
+
+
+def test_options_may_come_before_or_after_the_file(memfs: Memfs, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    d = ["--data", str(data)]
+    memfs(*d, "agents", "create", "demo")
+    first, second = tmp_path / "first.md", tmp_path / "second.md"
+    first.write_bytes(b"# one\n")
+    second.write_bytes(b"# two\n")
+    memfs.ok(*d, "put", "demo", "notes/a.md", str(first), "-m", "after the file")
+    memfs.ok(*d, "put", "demo", "notes/a.md", "-m", "before the file", str(second))
+    memfs.ok("put", "demo", "notes/b.md", "--create", str(first), "-m", "both", *d)
+    log = memfs.ok(*d, "--json", "log", "demo").json()
+    assert [c["message"] for c in log["commits"]] == ["both", "before the file", "after the file"]
+    assert memfs.ok(*d, "cat", "demo", "notes/a.md").out == b"# two\n"
+    assert memfs.ok(*d, "ls", "demo", "-l", "notes").lines[0].endswith("/memories/notes/a.md")
+
+
+def test_a_missing_data_folder_is_refused_not_made_up(memfs: Memfs, tmp_path: Path) -> None:
+    missing = tmp_path / "typo"
+    d = ["--data", str(missing)]
+    commands: list[list[str]] = [
+        ["ls", "demo"],
+        ["cat", "demo", "a.md"],
+        ["put", "demo", "a.md", "-"],
+        ["rm", "demo", "a.md"],
+        ["log", "demo"],
+        ["versions", "demo", "a.md"],
+        ["status", "demo"],
+        ["commit", "demo"],
+        ["fsck"],
+        ["fsck", "--repair"],
+        ["reindex"],
+        ["agents", "ls"],
+        ["agents", "rm", "demo", "--yes"],
+        ["inspect", "demo"],
+        ["export", "demo"],
+        ["triggers", "ls", "demo"],
+        ["runs", "ls", "demo"],
+        ["keys", "ls"],
+        ["keys", "create", "app", "--scope", "inspect"],
+        ["keys", "rotate-admin"],
+        ["backup", str(tmp_path / "backup")],
+    ]
+    runs = memfs.many([([*d, *args], b"# x\n") for args in commands])
+    for run in runs:
+        assert run.code == 2 and run.out == b"", str(run)
+        assert run.err.decode() == (
+            f"memfs: data folder {missing} does not exist; point --data (or MEMFS_DATA) at one, "
+            "or make one with 'memfs agents create AGENT' or 'memfs serve'\n"
+        ), str(run)
+    assert not missing.exists() and not (tmp_path / "backup").exists()
+    # The commands that make state from nothing say that they made the folder.
+    made = memfs(*d, "import", stdin=b"")
+    assert made.code == 0 and made.err.decode() == f"memfs: creating data folder {missing}\n"
+    assert missing.is_dir()
+    assert memfs.ok(*d, "agents", "ls").lines == []  # now it exists: nothing said
+
+
+def test_commit_refusals_name_the_file(memfs: Memfs, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    d = ["--data", str(data)]
+    memfs(*d, "agents", "create", "demo")
+    tree = layout.worktree_root(data, "demo")
+    (tree / "notes").mkdir()
+    (tree / "notes" / "ok.md").write_bytes(b"# fine\n")
+    (tree / "notes" / "yaml.md").write_bytes(b"---\nkey: [unclosed\n---\nbody\n")
+    (tree / "notes" / "big.md").write_bytes(b"x" * (100 * 1024 + 1))
+    (tree / "notes" / "latin1.md").write_bytes(b"caf\xe9\n")
+    refused = memfs(*d, "commit", "demo", "-m", "hand edits")
+    assert refused.code == 6, str(refused)
+    assert refused.err.decode().startswith("memfs: can't commit /memories/notes/big.md: "), str(
+        refused
+    )
+    (tree / "notes" / "big.md").unlink()
+    refused = memfs(*d, "commit", "demo")
+    assert refused.code == 2 and "can't commit /memories/notes/latin1.md: " in refused.err.decode()
+    assert "UTF-8" in refused.err.decode()
+    (tree / "notes" / "latin1.md").unlink()
+    refused = memfs(*d, "commit", "demo")
+    assert refused.code == 2, str(refused)
+    assert "can't commit /memories/notes/yaml.md: invalid YAML" in refused.err.decode()
+    assert memfs.ok(*d, "--json", "log", "demo").json()["commits"] == []  # nothing committed

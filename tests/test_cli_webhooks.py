@@ -395,7 +395,8 @@ def test_deliver_runs_once_per_id_and_runs_ls_show_it(env: Env, tmp_path: Path) 
 
     first = memfs.ok("deliver", agent, "gh", str(body), *url, "--id", "msg_1")
     run_1 = started(first, "msg_1")
-    again = memfs.ok("deliver", agent, "gh", str(body), *url, "--id", "msg_1")
+    # Options may come before FILE as well as after it.
+    again = memfs.ok("deliver", agent, "gh", *url, "--id", "msg_1", str(body))
     assert re.fullmatch(
         rf"already delivered: run {run_1} \((queued|running|succeeded)\) for msg_1\n", again.out
     ), str(again)

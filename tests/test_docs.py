@@ -104,3 +104,116 @@ def test_api_md_says_what_total_counts_with_depth_one() -> None:
     # tests/test_http_listing.py checks the count itself; a reader must find the rule.
     text = " ".join(_read(API).split())
     assert "With `depth=1` it counts what that listing lists" in text
+
+
+# ---- the docs stand alone, and their examples run ------------------------------------
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.name)
+def test_links_stay_inside_the_repository(doc: Path) -> None:
+    text = _read(doc)
+    prose = re.sub(r"```.*?```|`[^`\n]*`", "", text, flags=re.S)  # code may show any link
+    assert "shared/design.md" not in text and "/work/" not in text, (
+        f"{doc.name} refers to a file outside the repository; docs/design.md is the contract"
+    )
+    for target in LINK.findall(prose):
+        path, _, _anchor = target.partition("#")
+        if "://" in path and doc != README:
+            continue  # docs may cite a specification; the README stays inside the repository
+        assert "://" not in path and not path.startswith(("/", "mailto:")), (
+            f"{doc.name} links outside the repository: {target}"
+        )
+        if path:
+            resolved = (doc.parent / path).resolve()
+            assert resolved.is_relative_to(ROOT) and resolved.exists(), (
+                f"{doc.name} links to {target}, which is not a file of the repository"
+            )
+
+
+def test_readme_keeps_its_first_screen_and_writes_scratch_output_to_a_temp_folder() -> None:
+    text = _read(README)
+    first_screen = "\n".join(text.splitlines()[:25])
+    assert "scripts/serve" in first_screen and "scripts/test" in first_screen
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            command = line.split("  #", 1)[0]
+            for target in re.findall(r"(?<![>&\d])>>?\s*(\S+)", command):
+                # data/ is the data folder itself (a hand edit in a working tree).
+                assert target.startswith(('"$SCRATCH', "$SCRATCH", "/dev/null", "data/")), (
+                    f"README writes {target} into the clone: {line.strip()}"
+                )
+            if "git init" in command:
+                assert '"$SCRATCH/' in command.split("git init", 1)[1].split("&&")[0], line
+
+
+def test_design_md_is_the_contract_in_the_projects_own_words() -> None:
+    text = _read(ROOT / "docs" / "design.md")
+    for heading in (
+        "1. Architecture",
+        "2. Identifiers, paths, content",
+        "3. HTTP API",
+        "4. Command line",
+        "5. Settings",
+    ):
+        assert heading in _headings(text), f"docs/design.md lacks '## {heading}'"
+    for promise in ("Durable before acknowledged", "Exactly one run per webhook-id", "0600"):
+        assert promise in text, f"docs/design.md does not state {promise!r}"
+    assert "](docs/design.md)" in _read(README), "README.md does not point to docs/design.md"
+
+
+def test_operations_md_covers_running_one_machine() -> None:
+    text = _read(ROOT / "docs" / "operations.md")
+    headings = _headings(text)
+    for heading in ("Deployment on one machine", "systemd", "Backups", "Upgrades", "Monitoring"):
+        assert heading in headings, f"docs/operations.md lacks a section '{heading}'"
+    for endpoint in ("GET /healthz", "GET /readyz", "GET /metrics", "MEMFS_ADMIN_KEY"):
+        assert endpoint in text, f"docs/operations.md does not describe {endpoint}"
+    assert "ExecStart=" in text and "memfs backup" in text and "memfs restore" in text
+
+
+def _examples(doc: Path) -> list[str]:
+    # ```python blocks are complete programs; ```python no-run ones need outside help
+    # (an Anthropic API key) and are only compiled.
+    text = _read(doc)
+    for block in re.findall(r"```python no-run\n(.*?)```", text, re.S):
+        compile(block, str(doc), "exec")
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_client_md_examples_run_against_a_real_server(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from servers_real import ADMIN_KEY, RealServer
+
+    doc = ROOT / "docs" / "client.md"
+    examples = _examples(doc)
+    assert len(examples) == 2, "docs/client.md: one client example, one MemfsMemoryTool example"
+    assert "MemfsMemoryTool" in examples[1]
+    printed = re.findall(r"It prints:\n\n```\n(.*?)```", _read(doc), re.S)
+    with RealServer(tmp_path / "data") as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+        env.update(MEMFS_URL=server.url, MEMFS_KEY=ADMIN_KEY)
+        outputs = []
+        for number, source in enumerate(examples):
+            script = tmp_path / f"example{number}.py"
+            script.write_text(source)
+            done = subprocess.run(
+                [sys.executable, str(script)],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, f"docs/client.md example {number + 1}:\n{done.stderr}"
+            outputs.append(done.stdout)
+    client_out, tool_out = outputs
+    assert "now version 2\nwhat Alice likes | - likes green tea\n" in client_out
+    assert client_out.startswith("created /memories/preferences.md v 1 ")
+    assert [tool_out] == printed, "docs/client.md: the tool example's output is not as shown"

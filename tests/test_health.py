@@ -180,10 +180,12 @@ def test_metrics_time_run_attempts_and_count_runs_by_state(tmp_path: Path) -> No
         api = Api(client, app, tmp_path / "data")
         api.create_agent()
         secret = api.put(agent_url(AGENT, "/triggers/gh"), json={"maxAttempts": 1}).json()["secret"]
+        # A folder stands where the second delivery's memory would go: its run fails.
+        api.must_write("/memories/inbox/gh/blocked.md/x.md", "in the way")
         before = scrape(api)
         now = int(time.time())
         ids = []
-        for webhook_id, body in (("ok", "{}"), ("big", '{"x": "' + "y" * 2000 + '"}')):
+        for webhook_id, body in (("ok", "{}"), ("blocked", "{}")):
             headers = {
                 "webhook-id": webhook_id,
                 "webhook-timestamp": str(now),
@@ -204,7 +206,7 @@ def test_metrics_time_run_attempts_and_count_runs_by_state(tmp_path: Path) -> No
             if all(s in ("succeeded", "failed") for s in states):
                 break
             time.sleep(0.05)
-        assert states == ["succeeded", "failed"]  # the second is over the memory limit
+        assert states == ["succeeded", "failed"]  # the second meets the folder
         after = scrape(api)
     for outcome in ("succeeded", "failed"):
         key = (

@@ -12,15 +12,36 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
-from urllib.parse import quote
+from typing import Any
 
-from memfs import __version__, export, faults, healing, maintenance, paths, render, serve
+from memfs import (
+    __version__,
+    cli_backup,
+    cli_base,
+    cli_keys,
+    export,
+    faults,
+    healing,
+    maintenance,
+    paths,
+    render,
+    serve,
+)
 from memfs import inspect as inspect_mod
+from memfs.client import Client
 from memfs.commits import format_ts, parse_ts
-from memfs.errors import Damaged, InvalidRequest, MemfsError, NotFound
+from memfs.errors import (
+    Conflict,
+    Damaged,
+    InvalidRequest,
+    MemfsError,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+)
 from memfs.gitexport import write_fast_import
 from memfs.index import FolderEntry, IndexGone
 from memfs.paths import ROOT
@@ -28,32 +49,14 @@ from memfs.runs import Run, Runs, check_run_id
 from memfs.store import Store
 from memfs.tokens import Signer
 from memfs.triggers import Triggers
-from memfs.webhook_verify import sign as webhook_sign
 
-EXIT_CODES = {
-    "invalid_request": 2,
-    "not_found": 3,
-    "conflict": 4,
-    "precondition_failed": 5,
-    "payload_too_large": 6,
-}
-
-Handler = Callable[[argparse.Namespace, Store], int]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"memfs: {message} (see '{self.prog} --help')\n")
-
-
-def _out(args: argparse.Namespace, data: Any, text: Iterable[str] | str = ()) -> None:
-    if args.json:
-        print(json.dumps(data, ensure_ascii=False))
-    elif isinstance(text, str):
-        sys.stdout.write(text)
-    else:
-        for line in text:
-            print(line)
+EXIT_CODES = cli_base.EXIT_CODES
+Handler = cli_base.Handler
+_Parser = cli_base.Parser
+_out = cli_base.out
+_COMMON = cli_base.COMMON
+_common_options = cli_base.common_options
+_command = cli_base.command
 
 
 def memory_path(value: str) -> str:
@@ -379,7 +382,21 @@ def cmd_reindex(args: argparse.Namespace, store: Store) -> int:
 
 # ---- audit and export ------------------------------------------------------------
 
-_SECTION_LISTINGS = {"vectors": "chunks", "graph": "nodes", "log": "log"}
+_SECTION_LISTINGS = {"vectors": ("chunks",), "graph": ("nodes", "edges"), "log": ("log",)}
+
+
+def _local_client(store: Store, target: inspect_mod.Target) -> Client:
+    """The Python client over an in-process transport that answers ``memory:inspect``
+    from the data folder: the CLI pages exactly as the client does, with no server."""
+    import httpx
+
+    signer = Signer.for_data_dir(store.data_dir)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        pages, as_of = inspect_mod.parse_request(json.loads(request.content))
+        return httpx.Response(200, json=inspect_mod.inspect(store, target, pages, as_of, signer))
+
+    return Client("http://memfs.local", "local", transport=httpx.MockTransport(answer))
 
 
 def cmd_inspect(args: argparse.Namespace, store: Store) -> int:
@@ -388,65 +405,37 @@ def cmd_inspect(args: argparse.Namespace, store: Store) -> int:
     as_of = None
     if args.as_of is not None:
         try:
-            as_of = parse_ts(args.as_of)
+            as_of = format_ts(parse_ts(args.as_of))
         except ValueError:
-            raise MemfsError(f"--as-of {args.as_of!r} is not an RFC 3339 timestamp") from None
-    signer = Signer.for_data_dir(store.data_dir)
-    tokens: dict[str, str | None] = {}
-    counts = dict.fromkeys(("chunks", "nodes", "edges", "log"), 0)
+            raise InvalidRequest(f"--as-of {args.as_of!r} is not an RFC 3339 timestamp") from None
+    where: dict[str, str] = (
+        {"agent_id": target.ident} if target.kind == "agent" else {"scope_id": target.ident}
+    )
     progress = sys.stderr.isatty() and not args.json
-    # A graph request reads nodes and edges together: once one of them is exhausted,
-    # continuing the other re-reads it from the start, and those pages are skipped.
-    finished: set[str] = set()
-    first = True
-    while first or any(tokens.values()):
-        request: dict[str, Any] = {}
-        for section in sections:
-            if section == "graph" and (first or tokens.get("nodes") or tokens.get("edges")):
-                request["graph"] = {
-                    "nodeLimit": 500,
-                    "edgeLimit": 500,
-                    "nodePageToken": tokens.get("nodes"),
-                    "edgePageToken": tokens.get("edges"),
-                }
-            elif section != "graph" and (first or tokens.get(_SECTION_LISTINGS[section])):
-                request[section] = {
-                    "limit": 200,
-                    "pageToken": tokens.get(_SECTION_LISTINGS[section]),
-                }
-        pages, _ = inspect_mod.parse_request(request)
-        page = inspect_mod.inspect(store, target, pages, as_of, signer)
-        as_of = parse_ts(page["readTimestamp"])
-        for listing, items in (
-            ("chunks", page.get("vectors", {}).get("chunks", [])),
-            ("nodes", page.get("graph", {}).get("nodes", [])),
-            ("edges", page.get("graph", {}).get("edges", [])),
-            ("log", page.get("log", {}).get("steps", [])),
-        ):
-            if listing in finished:
+    counts: dict[str, int] = {}
+    with _local_client(store, target) as client:
+        if as_of is None:  # one instant for every listing: the read time of a first page
+            as_of = client.inspect({"log": {"limit": 1}}, **where).read_timestamp
+        for section in ("vectors", "graph", "log"):
+            if section not in sections:
                 continue
-            for item in items:
-                print(json.dumps({"section": listing, **item}, ensure_ascii=False))
-            counts[listing] += len(items)
-        tokens = {
-            "chunks": page["nextChunkToken"] or None,
-            "nodes": page["nextNodeToken"] or None,
-            "edges": page["nextEdgeToken"] or None,
-            "log": page["nextLogToken"] or None,
-        }
-        finished.update(listing for listing, token in tokens.items() if token is None)
-        if progress:
-            done = ", ".join(f"{v} {k}" for k, v in counts.items())
-            print(f"\rinspect: {done}", end="", file=sys.stderr, flush=True)
-        first = False
+            for listing in _SECTION_LISTINGS[section]:
+                counts[listing] = 0
+                for item in client.iter_inspect(listing, as_of=as_of, limit=200, **where):
+                    print(json.dumps({"section": listing, **item}, ensure_ascii=False))
+                    counts[listing] += 1
+                    if progress and counts[listing] % 200 == 0:
+                        done = ", ".join(f"{v} {k}" for k, v in counts.items())
+                        print(f"\rinspect: {done}", end="", file=sys.stderr, flush=True)
     if progress:
-        print(file=sys.stderr)
+        done = ", ".join(f"{v} {k}" for k, v in counts.items())
+        print(f"\rinspect: {done}", file=sys.stderr)
     return 0
 
 
 def _target(args: argparse.Namespace) -> inspect_mod.Target:
     if (args.agent is None) == (args.scope is None):
-        raise MemfsError("name one AGENT or --scope ID")
+        raise InvalidRequest("name one AGENT or --scope ID")
     if args.agent is not None:
         store_agent = paths.agent_id(args.agent)
         return inspect_mod.Target("agent", store_agent)
@@ -459,7 +448,7 @@ def cmd_export(args: argparse.Namespace, store: Store) -> int:
     out = sys.stdout.buffer
     if args.format == "git":
         if target.kind != "agent":
-            raise MemfsError("--format git exports one agent; name it instead of --scope")
+            raise InvalidRequest("--format git exports one agent; name it instead of --scope")
         write_fast_import(export.git_commits(store, ids[0]), out)
     else:
         for record in export.iter_export(store, ids):
@@ -470,7 +459,13 @@ def cmd_export(args: argparse.Namespace, store: Store) -> int:
 
 def cmd_import(args: argparse.Namespace, store: Store) -> int:
     def records() -> Iterator[dict[str, Any]]:
-        source = sys.stdin.buffer if args.file in (None, "-") else open(args.file, "rb")  # noqa: SIM115
+        if args.file in (None, "-"):
+            source = sys.stdin.buffer
+        else:
+            try:
+                source = open(args.file, "rb")  # noqa: SIM115 - closed by the with below
+            except OSError as exc:
+                raise InvalidRequest(f"can't read {args.file}: {exc.strerror}") from None
         with source:
             for number, line in enumerate(source, start=1):
                 if not line.strip():
@@ -478,7 +473,7 @@ def cmd_import(args: argparse.Namespace, store: Store) -> int:
                 try:
                     yield json.loads(line)
                 except ValueError as exc:
-                    raise MemfsError(f"line {number} is not JSON: {exc}") from None
+                    raise InvalidRequest(f"line {number} is not JSON: {exc}") from None
 
     imported = export.import_records(store, records())
     _out(args, {"imported": imported}, [f"imported agent {a}" for a in imported])
@@ -572,42 +567,45 @@ def cmd_runs_retry(args: argparse.Namespace, store: Store) -> int:
 
 
 def cmd_deliver(args: argparse.Namespace, store: Store) -> int:
-    import time
-    import uuid
+    import dataclasses
 
-    import httpx
+    from memfs.client import ApiError, TransportError
+    from memfs.client.results import _camel
 
+    if not args.url.startswith(("http://", "https://")):
+        raise InvalidRequest(f"--url {args.url!r} must start with http:// or https://")
     store.get_agent(args.agent)
     trigger = Triggers(store.backend).get(args.agent, args.trigger)
     body = _read_input(args.file)
     webhook_id = args.id or f"msg_{uuid.uuid4().hex}"
-    stamp = int(time.time())
-    headers = {
-        "webhook-id": webhook_id,
-        "webhook-timestamp": str(stamp),
-        "webhook-signature": webhook_sign(trigger.secrets[0].value, webhook_id, stamp, body),
-        "content-type": args.content_type,
-    }
-    url = (
-        f"{args.url.rstrip('/')}/v1/agents/{quote(args.agent, safe='')}/triggers/"
-        f"{quote(args.trigger, safe='')}:deliver"
-    )
-    try:
-        response = httpx.post(url, content=body, headers=headers, timeout=30)
-    except httpx.HTTPError as exc:
-        raise MemfsError(
-            f"could not reach {args.url} ({exc}); start the server with 'memfs serve' "
-            "or point --url at a running one"
-        ) from None
-    try:
-        doc = response.json()
-    except ValueError:
-        doc = {"status": response.status_code, "body": response.text}
-    if response.status_code >= 400:
-        raise MemfsError(f"{response.status_code}: {doc.get('message', response.text)}")
-    verb = "started" if response.status_code == 202 else "already delivered:"
-    _out(args, doc, [f"{verb} run {doc.get('id')} ({doc.get('status')}) for {webhook_id}"])
+    # A sender holds no key: the client's signing, and no Authorization worth sending.
+    with Client(args.url.rstrip("/"), "", timeout=30) as client:
+        try:
+            run, started = client.deliver(
+                args.agent,
+                args.trigger,
+                body,
+                secret=trigger.secrets[0].value,
+                webhook_id=webhook_id,
+                content_type=args.content_type,
+            )
+        except TransportError as exc:
+            raise MemfsError(
+                f"could not reach {args.url} ({exc}); start the server with 'memfs serve' "
+                "or point --url at a running one"
+            ) from None
+        except ApiError as exc:
+            raise _error_for(exc.code)(f"{exc.status}: {exc.message}", field=exc.field) from None
+    doc = {_camel(k): v for k, v in dataclasses.asdict(run).items()}
+    verb = "started" if started else "already delivered:"
+    _out(args, doc, [f"{verb} run {run.id} ({run.status}) for {webhook_id}"])
     return 0
+
+
+def _error_for(code: str) -> type[MemfsError]:
+    """The memfs error class of an envelope's code (its CLI exit status follows)."""
+    classes = [InvalidRequest, NotFound, Conflict, PreconditionFailed, PayloadTooLarge]
+    return next((c for c in classes if c.code == code), MemfsError)
 
 
 def cmd_serve(args: argparse.Namespace, store: Store) -> int:
@@ -615,41 +613,6 @@ def cmd_serve(args: argparse.Namespace, store: Store) -> int:
 
 
 # ---- parser ----------------------------------------------------------------------
-
-
-def _command(
-    sub: argparse._SubParsersAction[_Parser],
-    name: str,
-    handler: Handler,
-    help_text: str,
-    example: str,
-) -> _Parser:
-    parser = sub.add_parser(
-        name,
-        parents=[_COMMON],
-        help=help_text,
-        description=help_text,
-        epilog=f"example:\n  {example}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(handler=handler)
-    return parser
-
-
-def _common_options(parser: argparse.ArgumentParser, default: Any) -> None:
-    # Accepted before or after the subcommand; SUPPRESS keeps a later absence from
-    # overwriting an earlier presence.
-    parser.add_argument(
-        "--data", type=Path, default=default, help="data folder (default: $MEMFS_DATA or ./data)"
-    )
-    parser.add_argument(
-        "--json", action="store_true", default=default, help="print JSON instead of text"
-    )
-    parser.add_argument("--actor", default=default, help="who commits are recorded as")
-
-
-_COMMON = _Parser(add_help=False)
-_common_options(_COMMON, argparse.SUPPRESS)
 
 
 def _writer_options(parser: _Parser, *, if_match: bool = True) -> None:
@@ -687,6 +650,7 @@ def build_parser() -> _Parser:
         "memfs serve --port 8750 --workers 2",
     )
     serve.add_arguments(p)
+    p.set_defaults(creates_data=True, precheck=serve.settings_of)
 
     triggers = sub.add_parser(
         "triggers",
@@ -746,7 +710,7 @@ def build_parser() -> _Parser:
     p.add_argument("agent")
     p.add_argument("--trigger")
     p.add_argument("--status", choices=["queued", "running", "succeeded", "failed", "delayed"])
-    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--limit", type=cli_base.positive, default=1000)
     p = _command(
         r_sub, "show", cmd_runs_show, "one run with its output", "memfs runs show demo run_0123abcd"
     )
@@ -796,6 +760,7 @@ def build_parser() -> _Parser:
     )
     p.add_argument("agent", help="agent id: '/'-separated segments of A-Z a-z 0-9 . _ -")
     p.add_argument("--name", help="display name (default: the id)")
+    p.set_defaults(creates_data=True)
     p = _command(agents_sub, "ls", cmd_agents_ls, "list agents", "memfs agents ls users/alice -l")
     p.add_argument("prefix", nargs="?", default="", help="only ids starting with this")
     p.add_argument("-l", "--long", action="store_true", help="show revision and name")
@@ -881,11 +846,13 @@ def build_parser() -> _Parser:
     p.add_argument("agent")
     p.add_argument("path", nargs="?", help="only commits that touched this memory")
     p.add_argument("-p", "--patch", action="store_true", help="show each change as a diff")
-    p.add_argument("-n", "--max-count", type=int, default=1 << 30, help="at most N commits")
+    p.add_argument(
+        "-n", "--max-count", type=cli_base.positive, default=1 << 30, help="at most N commits"
+    )
 
     p = _command(sub, "show", cmd_show, "one commit with its diff", "memfs show demo 3")
     p.add_argument("agent")
-    p.add_argument("revision", type=int)
+    p.add_argument("revision", type=cli_base.positive)
 
     p = _command(
         sub,
@@ -896,8 +863,8 @@ def build_parser() -> _Parser:
     )
     p.add_argument("agent")
     p.add_argument("path")
-    p.add_argument("v1", type=int)
-    p.add_argument("v2", type=int, nargs="?", help="default: the current content")
+    p.add_argument("v1", type=cli_base.positive)
+    p.add_argument("v2", type=cli_base.positive, nargs="?", help="default: the current content")
 
     p = _command(
         sub,
@@ -963,6 +930,7 @@ def build_parser() -> _Parser:
         "memfs export demo > demo.jsonl && memfs --data other import demo.jsonl",
     )
     p.add_argument("file", nargs="?", help="JSON lines file (default or '-': standard input)")
+    p.set_defaults(creates_data=True)
 
     p = _command(
         sub,
@@ -973,16 +941,50 @@ def build_parser() -> _Parser:
     )
     p.add_argument("--repair", action="store_true", help="rebuild derived state that is off")
     _command(sub, "reindex", cmd_reindex, "rebuild the index from the log", "memfs reindex")
+    cli_keys.add_commands(sub)
+    cli_backup.add_commands(sub)
     return parser
+
+
+def _data_folder_problem(args: argparse.Namespace) -> str | None:
+    """Why ``--data`` can't be used, or None; says on stderr when one is created.
+
+    Only commands that make state from nothing (serve, agents create, import, restore)
+    may create the folder: a typo in --data must not yield an empty store silently.
+    """
+    data: Path = args.data
+    if not str(data) or (str(data) == "." and os.environ.get("MEMFS_DATA") == ""):
+        return "the data folder is empty; set --data or MEMFS_DATA to a folder"
+    if data.exists():
+        return None if data.is_dir() else f"data folder {data} is not a folder"
+    if getattr(args, "creates_data", False):
+        print(f"memfs: creating data folder {data}", file=sys.stderr)
+        return None
+    return (
+        f"data folder {data} does not exist; point --data (or MEMFS_DATA) at one, "
+        "or make one with 'memfs agents create AGENT' or 'memfs serve'"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not str(args.data) or (str(args.data) == "." and os.environ.get("MEMFS_DATA") == ""):
-        print(
-            "memfs: the data folder is empty; set --data or MEMFS_DATA to a folder", file=sys.stderr
-        )
+    if not getattr(args, "opens_store", True):  # restore makes its own data folder
+        try:
+            code: int = args.handler(args, None)
+            return code
+        except MemfsError as exc:
+            print(f"memfs: {exc.message}", file=sys.stderr)
+            return EXIT_CODES.get(exc.code, 1)
+    if getattr(args, "precheck", None) is not None:  # bad settings: nothing is created
+        try:
+            args.precheck(args)
+        except MemfsError as exc:
+            print(f"memfs: {exc.message}", file=sys.stderr)
+            return EXIT_CODES.get(exc.code, 1)
+    problem = _data_folder_problem(args)
+    if problem is not None:
+        print(f"memfs: {problem}", file=sys.stderr)
         return 2
     try:
         store = Store(args.data)
@@ -993,7 +995,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if store.index.created and args.handler is not cmd_reindex:
             # A lost index is rebuilt from the log first, as the server does.
             healing.heal(store, progress=lambda note: print(note, file=sys.stderr))
-        code: int = args.handler(args, store)
+        code = args.handler(args, store)
         return code
     except MemfsError as exc:
         if isinstance(exc, Damaged):

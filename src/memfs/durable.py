@@ -101,7 +101,8 @@ def create_new(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
 def replace(path: Path, data: bytes, *, durable: bool = True, mode: int | None = None) -> None:
     """Atomically set the content of a derived file (readers see old or new, never part)."""
     ensure_dir(path.parent)
-    tmp = write_temp(path.parent, data, sync=durable)
+    # Made with ``mode`` from the start: a secret is never readable by others, even briefly.
+    tmp = write_temp(path.parent, data, sync=durable, mode=0o644 if mode is None else mode)
     try:
         if mode is not None:
             os.chmod(tmp, mode)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,12 +143,69 @@ def _key(record: dict[str, object]) -> ApiKey:
     )
 
 
+ADMIN_KEY_FILE = "admin.key"
+
+
+def _new_admin_secret() -> bytes:
+    return f"mfs_admin~{secrets.token_urlsafe(32)}\n".encode()
+
+
 def admin_key(data_dir: Path, configured: str | None) -> tuple[str, Path | None]:
     """The admin key: the configured one, else ``data/admin.key`` (made 0600 if absent)."""
     if configured:
         return configured, None
-    path = data_dir / "admin.key"
+    path = data_dir / ADMIN_KEY_FILE
     if not path.exists():
-        secret = f"mfs_admin~{secrets.token_urlsafe(32)}\n"
-        durable.create_new(path, secret.encode(), mode=0o600)
+        durable.create_new(path, _new_admin_secret(), mode=0o600)
     return path.read_text().strip(), path
+
+
+class AdminKey:
+    """The admin key a server checks: ``MEMFS_ADMIN_KEY`` if set, else ``admin.key``,
+    re-read whenever the file changes (``memfs keys rotate-admin`` replaces it), so a
+    rotation takes effect in every running worker at its next request."""
+
+    def __init__(self, data_dir: Path, configured: str | None) -> None:
+        self._value, self.path = admin_key(data_dir, configured)
+        self._stamp = self._stat()
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def current(self) -> str:
+        if self.path is None:
+            return self._value
+        stamp = self._stat()
+        # A missing or unreadable file keeps the last key: deleting admin.key by
+        # mistake must not lock the operator out of a running server.
+        if stamp is not None and stamp != self._stamp:
+            try:
+                value = self.path.read_text().strip()
+            except OSError:
+                return self._value
+            if value:
+                self._value, self._stamp = value, stamp
+        return self._value
+
+
+def rotate_admin(data_dir: Path, configured: str | None) -> Path:
+    """Replace ``admin.key`` with a new secret (0600); the old one stops working.
+
+    Refused while ``MEMFS_ADMIN_KEY`` is set: servers started with it never read the
+    file, so rotating the file would change nothing for them.
+    """
+    if configured:
+        raise InvalidRequest(
+            "MEMFS_ADMIN_KEY is set, and a server started with it never reads admin.key: "
+            "change the variable (or --admin-key) and restart the server instead",
+            field="MEMFS_ADMIN_KEY",
+        )
+    path = data_dir / ADMIN_KEY_FILE
+    durable.replace(path, _new_admin_secret(), mode=0o600)
+    return path

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from memfs import content as contentlib
 from memfs import durable, index, layout, paths
 from memfs.backend import Backend, MissingObject
 from memfs.commits import INLINE_LIMIT, Commit, format_ts, read_entry
@@ -694,11 +695,19 @@ def commit_worktree(
             ops.append(Delete(change.path, if_match=expected))
         else:
             data = tree.file(change.path).read_bytes()
+            try:  # the same checks as the commit's, here so that a refusal names the file
+                contentlib.parse(data, limit=store.memory_bytes)
+            except MemfsError as exc:
+                raise type(exc)(
+                    f"can't commit {change.path}: {exc.message}; fix the file or remove it",
+                    field="path",
+                ) from None
             ops.append(Put(change.path, data, if_match=expected, create_only=row is None))
     try:
         return store.apply(agent_id, ops, actor=actor, message=message or "commit working tree")
     except MemfsError as exc:
-        raise type(exc)(f"commit refused: {exc.message}", field=exc.field) from None
+        named = ", ".join(c.path for c in changes[:3]) + (" …" if len(changes) > 3 else "")
+        raise type(exc)(f"commit of {named} refused: {exc.message}", field=exc.field) from None
 
 
 def default_actor() -> str:

@@ -55,15 +55,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, store: Store) -> int:
-    import uvicorn
+def settings_of(args: argparse.Namespace) -> config.Settings:
+    """The server's settings from flags and ``MEMFS_*``; raises InvalidRequest.
 
+    ``memfs`` calls it before it touches the data folder, so a bad value creates nothing.
+    """
     overrides: dict[str, object | None] = {
         name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key")
     }
     overrides["data"] = str(args.data)
+    return config.load(os.environ, overrides)
+
+
+def run(args: argparse.Namespace, store: Store) -> int:
+    import uvicorn
+
     try:
-        settings = config.load(os.environ, overrides)
+        settings = settings_of(args)
     except InvalidRequest as exc:
         print(f"memfs: {exc.message}", file=sys.stderr)
         return 2

@@ -34,7 +34,7 @@ from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
 from memfs.index import IndexGone
-from memfs.keys import KeyRing, admin_key
+from memfs.keys import AdminKey, KeyRing
 from memfs.runner import Runner
 from memfs.store import Store
 from memfs.tokens import Signer
@@ -265,7 +265,7 @@ class MemfsApp:
         ctx = Ctx(request, params, self.services, request_id)
         if route.protocol:
             ctx.principal = authenticate(
-                request.headers, self.services.keys, self.services.admin_key
+                request.headers, self.services.keys, self.services.admin_key.current()
             )
         response: Response = await route.handler(ctx)
         return response
@@ -277,13 +277,12 @@ def build(settings: config.Settings) -> MemfsApp:
     healing.heal(store)
     maintenance.sweep_temp_files(store)
     store.on_commit = metrics.commit_made
-    key, _path = admin_key(settings.data, settings.admin_key)
     services = Services(
         store=store,
         keys=KeyRing(store.backend),
         signer=Signer.for_data_dir(settings.data),
         settings=settings,
-        admin_key=key,
+        admin_key=AdminKey(settings.data, settings.admin_key),
     )
     return MemfsApp(services)
 

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from memfs.auth import Principal
 from memfs.config import Settings
 from memfs.errors import InvalidRequest, PayloadTooLarge
-from memfs.keys import KeyRing
+from memfs.keys import AdminKey, KeyRing
 from memfs.runner import Runner
 from memfs.store import Store
 from memfs.tokens import Signer
@@ -29,7 +29,7 @@ class Services:
     keys: KeyRing
     signer: Signer
     settings: Settings
-    admin_key: str
+    admin_key: AdminKey
     runner: Runner | None = None  # set while the app's lifespan runs
     # Commits of memory writes run here, one at a time: a process's commits queue on
     # the index's write lock anyway, and one thread instead of a pool's many spares the

@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import metrics
+from memfs import healing, metrics
 from memfs.errors import Unavailable
 from memfs.http.context import Ctx
 from memfs.readiness import index_lag, readiness, runs_by_state
@@ -26,11 +26,10 @@ async def healthz(ctx: Ctx) -> Response:
 
 
 def index_ready(store: Store) -> str | None:
-    """Why this server can't answer from its index yet, or None when it can.
-
-    The one check ``/readyz`` makes: swap it for the index's own state (open, caught
-    up, rebuilding) where that is known.
-    """
+    """Why this server can't answer from its index yet, or None when it can: the index
+    is missing or being rebuilt (healing), or the log is ahead of it (readiness)."""
+    if not healing.index_ready(store):
+        return "the index is being rebuilt from the log"
     return readiness(store)
 
 
