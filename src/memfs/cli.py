@@ -703,7 +703,8 @@ def build_parser() -> _Parser:
     p.add_argument(
         "--command",
         nargs=argparse.REMAINDER,
-        help="command action: the program and its arguments (must come last)",
+        help="command action: the program and its arguments (must come last); a server"
+        " runs it only when started with --allow-commands",
     )
     p.add_argument("--timeout", type=int, default=60, help="command timeout in seconds")
     p.add_argument("--max-attempts", type=int, default=5)

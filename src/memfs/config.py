@@ -28,6 +28,9 @@ class Settings:
     run_concurrency: int = 4
     retry_base_ms: int = 1000
     delivery_retention_hours: int = 72
+    # Command actions run programs: an operator feature, off unless asked for.
+    allow_commands: bool = False
+    run_user: str = "nobody"
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -47,6 +50,8 @@ ENVIRONMENT = (
     "MEMFS_DATA",
     "MEMFS_ADMIN_KEY",
     "MEMFS_HOST",
+    "MEMFS_ALLOW_COMMANDS",
+    "MEMFS_RUN_USER",
     *(env for env, _lo, _hi in _INTEGERS.values()),
 )
 
@@ -62,6 +67,8 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         ("data", "MEMFS_DATA"),
         ("admin_key", "MEMFS_ADMIN_KEY"),
         ("host", "MEMFS_HOST"),
+        ("allow_commands", "MEMFS_ALLOW_COMMANDS"),
+        ("run_user", "MEMFS_RUN_USER"),
     ):
         if var in env:
             raw[name] = (var, env[var])
@@ -97,6 +104,22 @@ def _check(name: str, source: str, value: object) -> object:
                     f"{source}={host!r}: expected an IP address such as 127.0.0.1 or localhost"
                 ) from None
         return host
+    if name == "allow_commands":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("", "0", "false", "no", "off"):
+            return False
+        raise InvalidRequest(f"{source}={value!r}: expected 1 (enabled) or 0 (disabled)")
+    if name == "run_user":
+        user = str(value).strip()
+        if not user or not user.isprintable() or " " in user or user in ("root", "0"):
+            raise InvalidRequest(
+                f"{source}={value!r}: expected the name of an unprivileged user, e.g. nobody"
+            )
+        return user
     if name == "admin_key":
         key = str(value)
         if len(key) < 16 or not key.isascii() or not key.isprintable() or " " in key:

@@ -69,3 +69,8 @@ class Unavailable(MemfsError):
 
 class CorruptionError(MemfsError):
     code = "internal_error"
+
+
+class SymlinkRefused(InvalidRequest):
+    """A symlink stands where memfs expects a file or folder of its data folder; memfs
+    never follows one (it could lead anywhere), so the operation is refused."""

@@ -233,7 +233,7 @@ class Index:
         # (p99 of seconds under load); threads of one process queue on a lock instead.
         with self._writer:
             if self._queue < 0:
-                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(self._queue, fcntl.LOCK_EX)
             try:
                 conn.execute("BEGIN IMMEDIATE")

@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 
-from memfs import config
+from memfs import config, sandbox
 from memfs.errors import InvalidRequest
 from memfs.keys import admin_key
 from memfs.store import Store
@@ -28,6 +28,7 @@ _FLAGS = {
     "run_concurrency": str,
     "retry_base_ms": str,
     "delivery_retention_hours": str,
+    "run_user": str,
 }
 
 
@@ -37,6 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             f"--{name.replace('_', '-')}", dest=f"serve_{name}", help=f"overrides ${env}"
         )
+    parser.add_argument(
+        "--allow-commands",
+        dest="serve_allow_commands",
+        action="store_const",
+        const=True,
+        default=None,
+        help="overrides $MEMFS_ALLOW_COMMANDS: let the admin key create command triggers",
+    )
     parser.add_argument(
         "--admin-key",
         dest="serve_admin_key",
@@ -48,7 +57,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
     import uvicorn
 
     overrides: dict[str, object | None] = {
-        name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key")
+        name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key", "allow_commands")
     }
     overrides["data"] = str(args.data)
     try:
@@ -70,6 +79,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
         "MEMFS_RUN_CONCURRENCY": str(settings.run_concurrency),
         "MEMFS_RETRY_BASE_MS": str(settings.retry_base_ms),
         "MEMFS_DELIVERY_RETENTION_HOURS": str(settings.delivery_retention_hours),
+        "MEMFS_ALLOW_COMMANDS": "1" if settings.allow_commands else "0",
+        "MEMFS_RUN_USER": settings.run_user,
     }
     if settings.admin_key:
         env["MEMFS_ADMIN_KEY"] = settings.admin_key
@@ -82,6 +93,10 @@ def run(args: argparse.Namespace, store: Store) -> int:
         flush=True,
     )
     del key
+    sandbox.harden_server()
+    warning = sandbox.start_warning(settings.allow_commands, settings.run_user)
+    if warning:
+        print(f"memfs: warning: {warning}", file=sys.stderr, flush=True)
     # After a graceful shutdown uvicorn re-raises the signal it caught; with the
     # default SIGTERM disposition a single-process server would then die with status
     # 143 instead of exiting 0 like the multi-worker supervisor does.

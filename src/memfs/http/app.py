@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config
+from memfs import config, sandbox
 from memfs.auth import authenticate
 from memfs.errors import InvalidRequest, MemfsError
 from memfs.http import agents, command, inspect, memories, tenant, triggers
@@ -131,6 +131,8 @@ class MemfsApp:
                         concurrency=settings.run_concurrency,
                         retry_base_s=settings.retry_base_ms / 1000,
                         retention_hours=settings.delivery_retention_hours,
+                        allow_commands=settings.allow_commands,
+                        run_user=settings.run_user,
                     )
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
@@ -195,6 +197,7 @@ def build(settings: config.Settings) -> MemfsApp:
 
 def create_app() -> MemfsApp:
     """The uvicorn factory: settings from ``MEMFS_*`` (``memfs serve`` sets them)."""
+    sandbox.harden_server()  # each uvicorn worker is a process of its own
     return build(config.load(os.environ, {}))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 from starlette.concurrency import run_in_threadpool
@@ -11,7 +12,7 @@ from memfs import paths
 from memfs.errors import InvalidRequest
 from memfs.http.context import Ctx
 from memfs.runs import Runs, check_run_id
-from memfs.triggers import Triggers
+from memfs.triggers import CommandGuard, Triggers, command_guard
 from memfs.webhook_verify import verify
 
 
@@ -26,6 +27,10 @@ def _triggers(ctx: Ctx) -> Triggers:
     return Triggers(ctx.store.backend)
 
 
+def _guard(ctx: Ctx) -> CommandGuard:
+    return command_guard(enabled=ctx.services.settings.allow_commands, admin=ctx.who.is_admin)
+
+
 def _runs(ctx: Ctx) -> Runs:
     return Runs(ctx.store)
 
@@ -35,7 +40,10 @@ async def put_trigger(ctx: Ctx) -> Response:
     agent_id = _agent(ctx, "triggers:write")
     doc = await ctx.json(256 * 1024)
     trigger, created = await run_in_threadpool(
-        _triggers(ctx).put, agent_id, ctx.params["triggerId"], doc
+        functools.partial(_triggers(ctx).put, guard=_guard(ctx)),
+        agent_id,
+        ctx.params["triggerId"],
+        doc,
     )
     body = trigger.to_json(with_secret=created or "secret" in doc)
     return JSONResponse(body, status_code=201 if created else 200)
@@ -57,14 +65,22 @@ async def list_triggers(ctx: Ctx) -> Response:
 async def delete_trigger(ctx: Ctx) -> Response:
     ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
-    await run_in_threadpool(_triggers(ctx).delete, agent_id, ctx.params["triggerId"])
+    await run_in_threadpool(
+        functools.partial(_triggers(ctx).delete, guard=_guard(ctx)),
+        agent_id,
+        ctx.params["triggerId"],
+    )
     return Response(status_code=204)
 
 
 async def rotate_secret(ctx: Ctx) -> Response:
     ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
-    trigger = await run_in_threadpool(_triggers(ctx).rotate, agent_id, ctx.params["triggerId"])
+    trigger = await run_in_threadpool(
+        functools.partial(_triggers(ctx).rotate, guard=_guard(ctx)),
+        agent_id,
+        ctx.params["triggerId"],
+    )
     return JSONResponse(trigger.to_json(with_secret=True))
 
 
