@@ -452,7 +452,14 @@ def cmd_export(args: argparse.Namespace, store: Store) -> int:
     if args.format == "git":
         if target.kind != "agent":
             raise MemfsError("--format git exports one agent; name it instead of --scope")
-        write_fast_import(export.git_commits(store, ids[0]), out)
+        def skipped(revision: int, path: str) -> None:
+            print(
+                f"memfs: skipped {path} of revision {revision}: git can't hold a .git"
+                " segment (memfs refuses such paths now)",
+                file=sys.stderr,
+            )
+
+        write_fast_import(export.git_commits(store, ids[0]), out, skipped=skipped)
     else:
         for record in export.iter_export(store, ids):
             out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")

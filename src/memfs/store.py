@@ -281,6 +281,9 @@ class Store:
             for key in list(self.backend.list(layout.agent_prefix(agent_id))):
                 self.backend.delete(key)
             shutil.rmtree(layout.agent_folder(self.data_dir, agent_id), ignore_errors=True)
+        # The rows were zeroed as they were deleted (secure_delete); the WAL still holds
+        # page images from before, until it is checkpointed and truncated.
+        self.index.checkpoint()
 
     # ---- writing -----------------------------------------------------------------
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from memfs import durable
 from memfs.errors import SymlinkRefused
-from memfs.paths import ROOT
+from memfs.paths import ROOT, is_git_segment
 
 _LINK = "symlink"  # what sha256() answers for a symlink: never equal to a sha256
 
@@ -128,6 +128,10 @@ class WorkTree:
         """Move the file at ``path`` from version ``before`` to ``after`` (None: absent),
         publishing ``staged`` (from ``stage``) if given, else writing ``data``."""
         try:
+            if any(is_git_segment(s) for s in self._parts(path)):
+                # An old history may hold one (memfs refuses them now): never put a
+                # .git folder where an operator's git would run what it holds.
+                return
             current = self.sha256(path)
             if current == after:
                 return  # already there (a replayed commit)

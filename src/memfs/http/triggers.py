@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import paths
-from memfs.errors import InvalidRequest
+from memfs.errors import InvalidRequest, NotFound
 from memfs.http.context import Ctx
 from memfs.runs import Runs, check_run_id
 from memfs.triggers import CommandGuard, Triggers, command_guard
@@ -87,14 +87,27 @@ async def rotate_secret(ctx: Ctx) -> Response:
 async def deliver(ctx: Ctx) -> Response:
     """A sender's delivery: 404 → 413 → 401 → exactly one run per webhook-id."""
     agent_id = paths.agent_id(ctx.params["agentId"])
-    ctx.store.get_agent(agent_id)
-    trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
+    try:
+        ctx.store.get_agent(agent_id)
+        trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
+    except NotFound:
+        # One answer for an unknown agent and an unknown trigger: a sender without a
+        # key must not learn which agents exist.
+        raise NotFound(
+            "no trigger answers at this URL; check the agent id and trigger id",
+            field="triggerId",
+        ) from None
     settings = ctx.services.settings
     body = await ctx.body(settings.webhook_body_bytes)
     now = time.time()
+    headers = dict(ctx.request.headers)
+    # Every webhook-signature line counts (a proxy may split one header into several).
+    signatures = ctx.request.headers.getlist("webhook-signature")
+    if len(signatures) > 1:
+        headers["webhook-signature"] = " ".join(signatures)
     webhook_id = verify(
         trigger.live_secrets(int(now * 1_000_000)),
-        ctx.request.headers,
+        headers,
         body,
         now=now,
         tolerance_seconds=settings.webhook_tolerance_seconds,
