@@ -32,6 +32,7 @@ CORE = [
     "memory_tool",
     "paths",
     "runs",
+    "sandbox",
     "store",
     "triggers",
     "webhook_verify",
