@@ -33,6 +33,7 @@ CORE = [
     "paths",
     "readiness",
     "runs",
+    "sandbox",
     "store",
     "triggers",
     "webhook_verify",

@@ -221,7 +221,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     data = tmp_path_factory.mktemp("cli-webhooks") / "data"
-    server = RealServer(data, extra_args=("--retry-base-ms", "100"))
+    server = RealServer(data, extra_args=("--retry-base-ms", "100", "--allow-commands"))
     with server:
         yield Env(server, Memfs(data))
 

@@ -157,3 +157,14 @@ def test_serve_with_a_bad_variable_exits_with_one_clear_line(tmp_path: Path) -> 
     assert len(lines) == 1, done.stderr
     assert "MEMFS_PAGE_ITEMS" in lines[0]
     assert not (tmp_path / "data" / "admin.key").exists()
+
+
+def test_command_settings_are_off_by_default_and_checked() -> None:
+    assert load({}, {}).allow_commands is False and load({}, {}).run_user == "nobody"
+    assert load({"MEMFS_ALLOW_COMMANDS": "1"}, {}).allow_commands is True
+    assert load({"MEMFS_ALLOW_COMMANDS": "1"}, {"allow_commands": None}).allow_commands
+    assert load({}, {"allow_commands": True}).allow_commands is True
+    assert load({"MEMFS_RUN_USER": "memfs-run"}, {}).run_user == "memfs-run"
+    for env in ({"MEMFS_ALLOW_COMMANDS": "maybe"}, {"MEMFS_RUN_USER": "root"}):
+        with pytest.raises(InvalidRequest, match=next(iter(env))):
+            load(env, {})

@@ -301,7 +301,10 @@ def test_stray_temp_files_are_never_entries(tmp_path: Path) -> None:
         "from memfs.store import Store\n"
         "real = os.link\n"
         "def die_before_publishing(src, dst, *args, **kwargs):\n"
-        "    if os.path.basename(os.path.dirname(dst)) == 'log':\n"
+        # objects are published relative to their folder's fd (dst_dir_fd)
+        "    fd = kwargs.get('dst_dir_fd')\n"
+        "    where = os.readlink(f'/proc/self/fd/{fd}') if fd is not None else os.path.dirname(dst)\n"
+        "    if os.path.basename(where) == 'log':\n"
         "        os.kill(os.getpid(), 9)\n"
         "    return real(src, dst, *args, **kwargs)\n"
         "os.link = die_before_publishing\n"

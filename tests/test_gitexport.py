@@ -225,13 +225,25 @@ def test_naive_timestamp_is_refused() -> None:
         "/memories/",
         "/memories/a//b",
         "/memories/../x",
-        "/memories/.GIT/config",
         "/memories/nul\x00.md",
     ],
 )
 def test_paths_git_cannot_hold_are_refused(path: str) -> None:
     with pytest.raises(InvalidRequest):
         stream([commit(1, [(path, b"x")])])
+
+
+@pytest.mark.parametrize(
+    "path", ["/memories/.git/config", "/memories/a/.GIT/HEAD", "/memories/.git. /x", "/memories/GIT~1/x"]
+)
+def test_git_segments_of_old_histories_are_skipped_and_reported(repo: Repo, path: str) -> None:
+    seen: list[tuple[int, str]] = []
+    out = io.BytesIO()
+    history = [commit(1, [("/memories/a.md", b"a\n"), (path, b"[core]\nfsmonitor = touch x\n")])]
+    write_fast_import(history, out, skipped=lambda rev, p: seen.append((rev, p)))
+    assert seen == [(1, path)]
+    repo.git("fast-import", "--quiet", stdin=out.getvalue())
+    assert repo.files() == {"memories/a.md"}
 
 
 def test_streams_commit_by_commit() -> None:

@@ -27,6 +27,7 @@ from urllib.parse import quote
 import httpx
 from standardwebhooks import Webhook
 
+from commands import child_python, shared_folder
 from memfs import layout
 from memfs.backend import LocalBackend
 from memfs.runs import claim_key, created_event, delivery_key
@@ -34,7 +35,7 @@ from servers_real import RealServer, memfs_cli
 
 AGENT = "users/alice/assistant"
 TERMINAL = ("succeeded", "failed")
-RUN_OPTIONS = ("--retry-base-ms", "100")
+RUN_OPTIONS = ("--retry-base-ms", "100", "--allow-commands")
 
 
 def agent_url(suffix: str = "") -> str:
@@ -279,13 +280,17 @@ def test_kill_9_while_runs_queue_and_run_resumes_each_once(tmp_path: Path) -> No
     of an old webhook id answers 200 with its first run; the keys handed to the
     interrupted attempts are revoked; ``memfs fsck`` is clean.
     """
-    data = tmp_path / "data"
-    log = tmp_path / "attempts.log"
-    restarted = tmp_path / "restarted"
+    with shared_folder() as shared:
+        _kill_9_while_runs_queue(tmp_path / "data", shared)
+
+
+def _kill_9_while_runs_queue(data: Path, shared: Path) -> None:
+    log = shared / "attempts.log"
+    restarted = shared / "restarted"
     script = RUN_SCRIPT.format(
         log=str(log), sleep=SLEEP, short=SLEEP_AFTER_RESTART, restarted=str(restarted)
     )
-    action = {"type": "command", "argv": [sys.executable, "-c", script], "timeoutSeconds": 60}
+    action = {"type": "command", "argv": [child_python(), "-c", script], "timeoutSeconds": 60}
     ids = [f"evt_{i}" for i in range(8)]
     first_runs: dict[str, str] = {}
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from standardwebhooks import Webhook
 from starlette.testclient import TestClient
 
+from commands import child_python, shared_folder
 from http_fixtures import AGENT, Api, agent_url, assert_error, settings
 from memfs.http.app import build
 from memfs.webhook_verify import sign
@@ -26,11 +26,17 @@ from memfs.webhook_verify import sign
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[Api]:
     # Unlike the other HTTP tests, these keep the app's run executor on.
-    app = build(settings(tmp_path, retry_base_ms=50))
+    app = build(settings(tmp_path, retry_base_ms=50, allow_commands=True))
     with TestClient(app) as client:
         opened = Api(client, app, tmp_path / "data")
         opened.create_agent()
         yield opened
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    with shared_folder() as folder:
+        yield folder
 
 
 def add_trigger(api: Api, trigger: str = "gh", **body: Any) -> dict[str, Any]:
@@ -301,14 +307,16 @@ def command_trigger(api: Api, script: str, *, max_attempts: int = 5, **action: A
         api,
         "cmd",
         maxAttempts=max_attempts,
-        action={"type": "command", "argv": [sys.executable, "-c", script], **action},
+        action={"type": "command", "argv": [child_python(), "-c", script], **action},
     )
     secret: str = created["secret"]
     return secret
 
 
-def test_command_run_gets_body_env_and_a_key_for_this_agent_only(api: Api, tmp_path: Path) -> None:
-    out = tmp_path / "seen.json"
+def test_command_run_gets_body_env_and_a_key_for_this_agent_only(
+    api: Api, shared: Path
+) -> None:
+    out = shared / "seen.json"
     script = (
         "import json, os, sys; "
         f"json.dump({{'body': sys.stdin.read(), 'cwd': os.getcwd(), "
@@ -362,8 +370,8 @@ def test_failing_command_retries_with_backoff_then_fails_and_can_be_retried(api:
     assert_error(api.post(agent_url(AGENT, f"/runs/{ok_run}:retry")), 409, "conflict")
 
 
-def test_timeout_kills_the_whole_process_group(api: Api, tmp_path: Path) -> None:
-    marker = tmp_path / "grandchild-alive"
+def test_timeout_kills_the_whole_process_group(api: Api, shared: Path) -> None:
+    marker = shared / "grandchild-alive"
     inner = f"import time; time.sleep(3); open({str(marker)!r}, 'w').write('x')"
     script = (
         "import subprocess, sys, time; "

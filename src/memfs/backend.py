@@ -9,6 +9,7 @@ Both pass ``tests/test_backend.py``, the one contract suite.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Iterator
@@ -98,7 +99,8 @@ class LocalBackend:
         return Path(f"{self.root}/{check_key(key)}")
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        return durable.create_new(self._path(key), data)
+        # Folder by folder from the root, never through a symlink (durable.open_folder).
+        return durable.create_new_at(self.root, check_key(key).split("/"), data)
 
     def get(self, key: str) -> bytes:
         # A plain string join: keys are '/'-separated like POSIX paths, and pathlib's
@@ -106,9 +108,13 @@ class LocalBackend:
         # os.open/os.read in 64 KiB reads: a third of the cost of open() and its buffered
         # file object (a read of 1 MiB costs 5x more here: the buffer is allocated first).
         try:
-            fd = os.open(f"{self.root}/{check_key(key)}", os.O_RDONLY)
+            fd = os.open(f"{self.root}/{check_key(key)}", os.O_RDONLY | os.O_NOFOLLOW)
         except (FileNotFoundError, NotADirectoryError):
             raise MissingObject(key) from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise durable.refuse_symlink(key) from None
+            raise
         try:
             chunks: list[bytes] = []
             while True:
@@ -130,6 +136,8 @@ class LocalBackend:
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         if base and any(p in ("", ".", "..") or durable.is_temp_name(p) for p in base.split("/")):
             return  # no valid key lies there, and '..' must not walk outside the root
+        if base:
+            durable.check_no_symlink(self.root, base.split("/"))
         start = self.root.joinpath(*base.split("/")) if base else self.root
         for key in self._walk(start, base, start_after):
             if key.startswith(prefix) and key > start_after:
@@ -161,9 +169,4 @@ class LocalBackend:
                 yield key
 
     def delete(self, key: str) -> None:
-        path = self._path(key)
-        try:
-            path.unlink()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return
-        durable.fsync_dir(path.parent)
+        durable.delete_at(self.root, check_key(key).split("/"))

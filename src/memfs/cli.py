@@ -449,7 +449,14 @@ def cmd_export(args: argparse.Namespace, store: Store) -> int:
     if args.format == "git":
         if target.kind != "agent":
             raise InvalidRequest("--format git exports one agent; name it instead of --scope")
-        write_fast_import(export.git_commits(store, ids[0]), out)
+        def skipped(revision: int, path: str) -> None:
+            print(
+                f"memfs: skipped {path} of revision {revision}: git can't hold a .git"
+                " segment (memfs refuses such paths now)",
+                file=sys.stderr,
+            )
+
+        write_fast_import(export.git_commits(store, ids[0]), out, skipped=skipped)
     else:
         for record in export.iter_export(store, ids):
             out.write(json.dumps(record, ensure_ascii=False).encode() + b"\n")
@@ -675,7 +682,8 @@ def build_parser() -> _Parser:
     p.add_argument(
         "--command",
         nargs=argparse.REMAINDER,
-        help="command action: the program and its arguments (must come last)",
+        help="command action: the program and its arguments (must come last); a server"
+        " runs it only when started with --allow-commands",
     )
     p.add_argument("--timeout", type=int, default=60, help="command timeout in seconds")
     p.add_argument("--max-attempts", type=int, default=5)

@@ -33,6 +33,9 @@ class Settings:
     max_connections: int = 1000
     shutdown_drain_seconds: int = 2
     command_grace_seconds: int = 5
+    # Command actions run programs: an operator feature, off unless asked for.
+    allow_commands: bool = False
+    run_user: str = "nobody"
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -57,6 +60,8 @@ ENVIRONMENT = (
     "MEMFS_DATA",
     "MEMFS_ADMIN_KEY",
     "MEMFS_HOST",
+    "MEMFS_ALLOW_COMMANDS",
+    "MEMFS_RUN_USER",
     *(env for env, _lo, _hi in _INTEGERS.values()),
 )
 
@@ -72,6 +77,8 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         ("data", "MEMFS_DATA"),
         ("admin_key", "MEMFS_ADMIN_KEY"),
         ("host", "MEMFS_HOST"),
+        ("allow_commands", "MEMFS_ALLOW_COMMANDS"),
+        ("run_user", "MEMFS_RUN_USER"),
     ):
         if var in env:
             raw[name] = (var, env[var])
@@ -107,6 +114,22 @@ def _check(name: str, source: str, value: object) -> object:
                     f"{source}={host!r}: expected an IP address such as 127.0.0.1 or localhost"
                 ) from None
         return host
+    if name == "allow_commands":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("", "0", "false", "no", "off"):
+            return False
+        raise InvalidRequest(f"{source}={value!r}: expected 1 (enabled) or 0 (disabled)")
+    if name == "run_user":
+        user = str(value).strip()
+        if not user or not user.isprintable() or " " in user or user in ("root", "0"):
+            raise InvalidRequest(
+                f"{source}={value!r}: expected the name of an unprivileged user, e.g. nobody"
+            )
+        return user
     if name == "admin_key":
         key = str(value)
         if len(key) < 16 or not key.isascii() or not key.isprintable() or " " in key:

@@ -93,3 +93,8 @@ class StorageError(Unavailable):
 
 class CorruptionError(MemfsError):
     code = "internal_error"
+
+
+class SymlinkRefused(InvalidRequest):
+    """A symlink stands where memfs expects a file or folder of its data folder; memfs
+    never follows one (it could lead anywhere), so the operation is refused."""

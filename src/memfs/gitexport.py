@@ -13,6 +13,8 @@ Choices:
   ``memfs revision N``;
 - every file is mode 100644; paths are C-style quoted when they hold a quote, a
   backslash or a control character (a superset of what fast-import requires);
+- changes of paths with a ``.git`` segment (any case, trailing dots or spaces,
+  ``git~1``), which an older memfs accepted, are left out and reported;
 - the stream declares ``feature done`` and ends with ``done``, so a stream cut short
   (the exporter died) makes fast-import fail instead of importing part of a history.
 """
@@ -20,12 +22,13 @@ Choices:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import BinaryIO
 
 from memfs.errors import InvalidRequest
+from memfs.paths import is_git_segment
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MEMORIES = "/memories/"
@@ -51,20 +54,32 @@ class GitCommit:
     changes: Sequence[tuple[str, bytes | None]]  # (memory path, content | None=deleted)
 
 
+Skipped = Callable[[int, str], None]
+
+
 def write_fast_import(
-    commits: Iterable[GitCommit], out: BinaryIO, *, branch: str = "refs/heads/main"
+    commits: Iterable[GitCommit],
+    out: BinaryIO,
+    *,
+    branch: str = "refs/heads/main",
+    skipped: Skipped | None = None,
 ) -> None:
     """Write ``commits`` to ``out`` as a fast-import stream, one commit at a time.
 
-    Raises InvalidRequest for a naive timestamp or a path git cannot hold.
+    A change of a path with a ``.git`` segment (memfs refuses those now; an older
+    history may hold one) is left out and reported to ``skipped(revision, path)``:
+    git refuses such a tree, and a checkout would run what it holds. Raises
+    InvalidRequest for a naive timestamp or another path git cannot hold.
     """
     out.write(b"feature done\n")
     for mark, commit in enumerate(commits, start=1):
-        _write_commit(commit, mark, out, branch.encode("utf-8"))
+        _write_commit(commit, mark, out, branch.encode("utf-8"), skipped)
     out.write(b"done\n")
 
 
-def _write_commit(commit: GitCommit, mark: int, out: BinaryIO, branch: bytes) -> None:
+def _write_commit(
+    commit: GitCommit, mark: int, out: BinaryIO, branch: bytes, skipped: Skipped | None
+) -> None:
     ident = _ident(commit.actor) + b" %d +0000" % _seconds(commit.timestamp)
     out.write(b"commit %s\nmark :%d\n" % (branch, mark))
     out.write(b"author %s\ncommitter %s\n" % (ident, ident))
@@ -72,6 +87,12 @@ def _write_commit(commit: GitCommit, mark: int, out: BinaryIO, branch: bytes) ->
     if mark > 1:
         out.write(b"from :%d\n" % (mark - 1))
     for path, content in commit.changes:
+        if path.startswith(_MEMORIES) and any(
+            is_git_segment(s) for s in path[len(_MEMORIES) :].split("/")
+        ):
+            if skipped is not None:
+                skipped(commit.revision, path)
+            continue
         quoted = _quote_path(_git_path(path))
         if content is None:
             out.write(b"D %s\n" % quoted)

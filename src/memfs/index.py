@@ -230,8 +230,23 @@ class Index:
             # The index is derived: a commit lost to power failure is replayed from the
             # log, so the WAL need not be fsynced on every commit.
             conn.execute("PRAGMA synchronous=NORMAL")
+            # Deleted rows are overwritten with zeros (in their pages and in freed pages),
+            # so an erased agent's text leaves no trace in the file (see checkpoint()).
+            conn.execute("PRAGMA secure_delete=ON")
             self._local.conn = conn
         return conn
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file and truncate it to zero bytes: after an
+        erase, the old page images the WAL still held are gone too."""
+        conn = self._connect()
+        busy = 1
+        deadline = time.monotonic() + 60
+        while busy and time.monotonic() < deadline:
+            # busy while a reader of another process sits on an older snapshot
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                time.sleep(0.01)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -284,7 +299,7 @@ class Index:
         # (p99 of seconds under load); threads of one process queue on a lock instead.
         with self._writer:
             if self._queue < 0:
-                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o600)
             fcntl.flock(self._queue, fcntl.LOCK_EX)
             try:
                 conn.execute("BEGIN IMMEDIATE")

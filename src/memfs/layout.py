@@ -7,11 +7,13 @@ agents/<dir>/.memfs/triggers/<id>/<seq>.json       canonical: trigger versions (
 agents/<dir>/.memfs/deliveries/<trigger>/<h>.json  canonical: one per webhook-id (runs.py)
 agents/<dir>/.memfs/runs/<runId>.e<n>.json         canonical: run events (runs.py)
 agents/<dir>/.memfs/runs/<runId>.c<k>.json         canonical: attempt claims (runs.py)
+agents/<dir>/.memfs/runs/<runId>.g<k>.json         canonical: an attempt's process group
 keys/<keyId>.json                       canonical: application keys, secret hashed (keys.py)
 agents/<dir>/memories/…                 derived: the working tree
 index.sqlite (+ .lock)                  derived: the index (the .lock file queues writers)
 admin.key, token.key                    generated secrets, mode 0600
-work/<runId>/<attempt>/                 scratch folder of a running command attempt
+(a command attempt's scratch folder is outside the data folder: <tmp>/memfs-run-*,
+owned by the run user, who can't enter the data folder; see sandbox.py)
 """
 
 from __future__ import annotations

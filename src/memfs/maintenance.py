@@ -15,6 +15,7 @@ import getpass
 import hashlib
 import json
 import logging
+import os
 import queue
 import shutil
 import threading
@@ -28,7 +29,7 @@ from memfs import content as contentlib
 from memfs import durable, index, layout, paths
 from memfs.backend import Backend, MissingObject
 from memfs.commits import INLINE_LIMIT, Commit, format_ts, read_entry
-from memfs.errors import CorruptionError, InvalidRequest, MemfsError
+from memfs.errors import CorruptionError, InvalidRequest, MemfsError, SymlinkRefused
 from memfs.store import CommitResult, Delete, Op, Put, Store
 from memfs.worktree import WorkTree
 
@@ -340,6 +341,11 @@ def fsck(store: Store, *, repair: bool = False) -> FsckReport:
         heads[agent_id], history[agent_id] = head, seen
         if repair and len(report.damaged) == before:
             _clear_damage(store, agent_id, report)
+    for where in _symlinked_folders(store):
+        report.damaged.append(
+            f"{where}: a symlink where memfs expects a folder (memfs never follows it)"
+            " — fix: replace it with the real folder"
+        )
     for tmp in durable.stale_temp_files(store.data_dir, older_than_s=TEMP_GRACE_S):
         # Harmless (nobody reads them), and the server sweeps them: a warning only.
         report.warnings.append(
@@ -353,6 +359,24 @@ def fsck(store: Store, *, repair: bool = False) -> FsckReport:
     for agent_id, head in heads.items():
         _check_tree(store, agent_id, head, history[agent_id], report, repair)
     return report
+
+
+def _symlinked_folders(store: Store) -> list[str]:
+    """Agent folders, and their .memfs and memories folders, that are symlinks."""
+    found: list[str] = []
+    agents = store.data_dir / "agents"
+    if agents.is_symlink():
+        return ["agents"]
+    if not agents.is_dir():
+        return found
+    for entry in sorted(os.scandir(agents), key=lambda e: e.name):
+        if entry.is_symlink():
+            found.append(f"agents/{entry.name}")
+        elif entry.is_dir(follow_symlinks=False):
+            for sub in (".memfs", "memories"):
+                if os.path.islink(os.path.join(entry.path, sub)):
+                    found.append(f"agents/{entry.name}/{sub}")
+    return found
 
 
 def _check_agent(
@@ -602,23 +626,32 @@ def _check_tree(
     repair: bool,
 ) -> None:
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
-    on_disk = {path: file for path, file in tree.scan()}
+    try:
+        on_disk = {path: file for path, file in tree.scan()}
+    except SymlinkRefused as exc:
+        report.damaged.append(f"{agent_id}: {exc.message}")
+        return
+    for link in tree.symlinks():
+        report.uncommitted.append(
+            f"{agent_id} {link}: a symlink in the working tree; memfs never follows it,"
+            " remove it"
+        )
     for path, sha in sorted(head.items()):
         file = on_disk.pop(path, None)
         if file is None:
-            if tree.file(path).exists():  # a folder or something odd stands there
+            if os.path.lexists(tree.file(path)):  # a folder or something odd stands there
                 report.uncommitted.append(f"{agent_id} {path}: replaced by a non-file")
             else:
                 report.uncommitted.append(f"{agent_id} {path}: deleted in the working tree")
             continue
-        actual = hashlib.sha256(file.read_bytes()).hexdigest()
+        actual = tree.sha256(path)
         if actual == sha:
             continue
-        if actual in seen.get(path, set()):
+        if actual is not None and actual in seen.get(path, set()):
             # An older version memfs itself wrote: stale, safe to bring up to date.
             report.derived.append(f"{agent_id} {path}: working tree holds an older version")
             if repair:
-                durable.replace(file, store.content_of(agent_id, sha), durable=False)
+                tree.restore(path, store.content_of(agent_id, sha))
                 report.repaired.append(f"{agent_id} {path}: restored")
         else:
             report.uncommitted.append(f"{agent_id} {path}: modified in the working tree")
@@ -654,7 +687,12 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
         ):
             head[path] = sha
     out: list[TreeChange] = []
-    for path, file in tree.scan():
+    for link in tree.symlinks():
+        head.pop(link, None)
+        out.append(
+            TreeChange("invalid", link, "a symlink; memfs never follows symlinks, remove it")
+        )
+    for path, _file in tree.scan():
         try:
             valid = paths.memory_path(path)
             if valid != path:
@@ -665,7 +703,7 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
         sha = head.pop(path, None)
         if sha is None:
             out.append(TreeChange("added", path))
-        elif hashlib.sha256(file.read_bytes()).hexdigest() != sha:
+        elif tree.sha256(path) != sha:
             out.append(TreeChange("modified", path))
     out.extend(TreeChange("deleted", path) for path in head)
     return sorted(out, key=lambda c: c.path.encode())
@@ -694,7 +732,9 @@ def commit_worktree(
         if change.state == "deleted":
             ops.append(Delete(change.path, if_match=expected))
         else:
-            data = tree.file(change.path).read_bytes()
+            data = tree.read(change.path)
+            if data is None:
+                raise InvalidRequest(f"can't commit {change.path}: it changed while committing")
             try:  # the same checks as the commit's, here so that a refusal names the file
                 contentlib.parse(data, limit=store.memory_bytes)
             except MemfsError as exc:

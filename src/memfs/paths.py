@@ -78,6 +78,18 @@ def agent_dir_name(agent: str) -> str:
     return encoded
 
 
+def id_segment(value: str) -> str:
+    """An id as one path segment, injectively: percent-encoded (``%`` and ``~``
+    included, so ``evt:1`` and ``evt_1`` stay apart), a leading ``.`` as ``%2E`` (no
+    dot segment, hidden or ``.git`` name), and hashed past 200 bytes ('~' marks it)."""
+    encoded = quote(value, safe="").replace("~", "%7E")
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded) > 200:
+        encoded = encoded[:160] + "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
+    return encoded
+
+
 def memory_path(value: str, *, field: str = "path") -> str:
     """A memory path, NFC-normalised: ``/memories/`` then non-empty clean segments."""
     if not isinstance(value, str):
@@ -132,6 +144,19 @@ def _check_segments(value: str, field: str) -> None:
             raise InvalidRequest(
                 f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes", field=field
             )
+        if is_git_segment(segment):
+            raise InvalidRequest(
+                f"path {value!r} has a segment {segment!r}: .git is reserved (an operator's"
+                " git in the working tree would run what it holds)",
+                field=field,
+            )
+
+
+def is_git_segment(segment: str) -> bool:
+    """Whether a path segment names a git folder on some filesystem: ``.git`` in any case,
+    with trailing dots or spaces (Windows drops them), or its 8.3 short name ``git~1``."""
+    folded = segment.rstrip(". ").casefold()
+    return folded in (".git", "git~1")
 
 
 def parent_folders(path: str) -> list[str]:

@@ -7,9 +7,10 @@ create-if-absent, so each attempt runs in exactly one process and never twice at
 once. Failures retry with exponential backoff and jitter up to ``maxAttempts``.
 
 Actions: ``memory`` stores the delivery as a memory (actor ``run:<id>``);
-``command`` runs a program in its own process group with the body on stdin, a
-working folder per attempt, a key limited to the agent's memories for the run's
-life, captured (capped) output, and a timeout that kills the whole group.
+``command`` (only with ``MEMFS_ALLOW_COMMANDS``) runs a program in the sandbox of
+``sandbox.py`` with the body on stdin, a scratch folder per attempt, a key limited to
+the agent's memories for the run's life, captured (capped) output, and a timeout that
+kills the whole group.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import logging
 import os
 import random
-import shutil
 import signal
 import socket
+import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,7 +33,7 @@ from typing import Any
 
 import aiofiles
 
-from memfs import metrics, paths
+from memfs import metrics, paths, sandbox
 from memfs.commits import format_ts, now_us
 from memfs.errors import (
     Conflict,
@@ -54,6 +54,10 @@ BACKOFF_CAP_S = 3600.0
 INTERRUPTIONS_FORGIVEN = 5  # bounded, so a command that kills its server can't loop
 # Errors of a run's action that the same delivery would meet again on every attempt.
 PERMANENT = (PayloadTooLarge, InvalidRequest, NotFound, Conflict, Forbidden)
+COMMANDS_DISABLED = (
+    "command actions are disabled on this server: start it with MEMFS_ALLOW_COMMANDS=1"
+    " (memfs serve --allow-commands) to run them"
+)
 
 
 def _boot_id() -> str:
@@ -134,10 +138,12 @@ def memory_content(trigger: Trigger, delivery: dict[str, Any], body: bytes) -> b
 
 
 def memory_path(trigger: Trigger, webhook_id: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in webhook_id)[:200] or "_"
+    """Where a delivery is stored: distinct webhook ids always give distinct paths."""
     template = str(trigger.action.get("path"))
     return paths.memory_path(
-        template.replace("{triggerId}", trigger.trigger_id).replace("{webhookId}", safe)
+        template.replace("{triggerId}", paths.id_segment(trigger.trigger_id)).replace(
+            "{webhookId}", paths.id_segment(webhook_id)
+        )
     )
 
 
@@ -152,7 +158,11 @@ class Runner:
         retry_base_s: float = 1.0,
         retention_hours: int = 72,
         command_grace_s: float = 5.0,
+        allow_commands: bool = False,
+        run_user: str = "nobody",
     ) -> None:
+        self.allow_commands = allow_commands
+        self.run_user = run_user
         self.store = store
         self.runs = Runs(store)
         self.triggers = Triggers(store.backend)
@@ -222,7 +232,7 @@ class Runner:
                 error="interrupted: the process running it stopped",
                 expect="running",
             )
-            self._discard_attempt(run.run_id, dead)
+            self._discard_attempt(run, dead)
             if run.status != "queued" and not (
                 run.status == "delayed" and (run.next_retry_at or 0) <= now_us()
             ):
@@ -253,14 +263,15 @@ class Runner:
 
         self.runs.append(run.agent_id, run.run_id, claimed)
 
-    def _discard_attempt(self, run_id: str, attempt: int) -> None:
-        """Revoke the key and remove the working folder of an attempt that died."""
+    def _discard_attempt(self, run: Run, attempt: int) -> None:
+        """Kill what is left of an attempt that died (its process group), revoke its key
+        and remove its scratch folder."""
+        group = self.runs.group(run, attempt)
+        if group is not None:
+            sandbox.kill_group(group, _boot_id())
+            sandbox.remove_scratch(group.get("scratch"))
         with contextlib.suppress(MemfsError):
-            self.keys.revoke(_attempt_key_id(run_id, attempt))
-        folder = self.store.data_dir / "work" / run_id
-        shutil.rmtree(folder / str(attempt), ignore_errors=True)
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+            self.keys.revoke(_attempt_key_id(run.run_id, attempt))
 
     def _finish(
         self,
@@ -381,14 +392,19 @@ class Runner:
     async def _command(
         self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
     ) -> tuple[bool, int | None, str | None, str]:
+        if not self.allow_commands:
+            # A command trigger written while commands were enabled (or by the CLI):
+            # the server still refuses to execute it.
+            return False, None, COMMANDS_DISABLED, ""
         timeout = int(trigger.action.get("timeoutSeconds", 60))
-        workdir = self.store.data_dir / "work" / run.run_id / str(attempt)
-        workdir.mkdir(parents=True, exist_ok=True)
+        who = sandbox.run_as(self.run_user)
+        workdir = await asyncio.to_thread(sandbox.scratch_dir, who)
         body_file = workdir / "delivery.body"
         # Up to MEMFS_WEBHOOK_BODY_BYTES written from the event loop: aiofiles keeps
         # the loop free while the bytes reach the file.
         async with aiofiles.open(body_file, "wb") as handle:
             await handle.write(body)
+        sandbox.give(body_file, who)
         key_id = _attempt_key_id(run.run_id, attempt)
         _key, secret = await asyncio.to_thread(
             self.keys.create,
@@ -397,19 +413,21 @@ class Runner:
             f"run {run.run_id} attempt {attempt}",
             actor=f"run:{run.run_id}",
         )
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
-            "MEMFS_URL": self.base_url,
-            "MEMFS_TOKEN": secret,
-            "MEMFS_AGENT_ID": run.agent_id,
-            "MEMFS_RUN_ID": run.run_id,
-            "MEMFS_TRIGGER_ID": run.trigger_id,
-            "MEMFS_WEBHOOK_ID": run.webhook_id,
-            "MEMFS_PROMPT": trigger.prompt,
-            "MEMFS_CONTENT_TYPE": str(delivery.get("contentType") or ""),
-            "MEMFS_ATTEMPT": str(attempt),
-            "MEMFS_BODY_FILE": str(body_file),
-        }
+        env = sandbox.child_env(
+            {
+                "MEMFS_URL": self.base_url,
+                "MEMFS_TOKEN": secret,
+                "MEMFS_AGENT_ID": run.agent_id,
+                "MEMFS_RUN_ID": run.run_id,
+                "MEMFS_TRIGGER_ID": run.trigger_id,
+                "MEMFS_WEBHOOK_ID": run.webhook_id,
+                "MEMFS_PROMPT": trigger.prompt,
+                "MEMFS_CONTENT_TYPE": str(delivery.get("contentType") or ""),
+                "MEMFS_ATTEMPT": str(attempt),
+                "MEMFS_BODY_FILE": str(body_file),
+            },
+            workdir,
+        )
         try:
             # stdin is the body file, not a pipe fed by communicate(): a program that exits
             # without reading its stdin would make that write fail (uvloop raises
@@ -422,12 +440,21 @@ class Runner:
                     stderr=asyncio.subprocess.STDOUT,
                     cwd=workdir,
                     env=env,
-                    start_new_session=True,
-                    preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                    **sandbox.popen_args(who, os.getpid(), timeout),
                 )
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
             await asyncio.to_thread(self.keys.revoke, key_id)
-            return False, None, f"could not start {trigger.action['argv'][0]!r}: {exc.strerror}", ""
+            sandbox.remove_scratch(workdir)
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            return False, None, f"could not start {trigger.action['argv'][0]!r}: {reason}", ""
+        # The child leads its own group (a new session): pgid == pid. Recorded so that a
+        # worker finding this server dead kills what the attempt forked.
+        await asyncio.to_thread(
+            self.runs.record_group,
+            run,
+            attempt,
+            {"pgid": proc.pid, "bootId": _boot_id(), "scratch": str(workdir)},
+        )
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), timeout=timeout)
             code = proc.returncode
@@ -447,37 +474,15 @@ class Runner:
             await _stop_group(proc, self.command_grace_s)
             raise
         finally:
+            # Whatever the child forked and left behind dies with the attempt.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(MemfsError):
                 await asyncio.to_thread(self.keys.revoke, key_id)
-            shutil.rmtree(workdir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                workdir.parent.rmdir()  # the run's folder, once no attempt folder is left
+            sandbox.remove_scratch(workdir)
         return ok, code, error, cap_output(out)
 
 
 def _attempt_key_id(run_id: str, attempt: int) -> str:
-    return f"run-{run_id[4:20]}-a{attempt}"
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def _load_prctl() -> Any:
-    # Resolved in the server, before any fork: loading a library in the forked child
-    # of a threaded process could deadlock on the loader's lock.
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
-
-
-def _die_with_parent(parent: int) -> None:
-    # If the server is killed (kill -9), its command children die with it, so a
-    # retried attempt never runs beside an orphan of the previous one.
-    if _PRCTL is not None:
-        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
-        os._exit(1)  # the server died between fork and prctl: the signal was never armed
+    # The whole run id: a shortened one could give two runs the same key id.
+    return f"run-{run_id[4:]}-a{attempt}"

@@ -8,6 +8,7 @@ Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
                                                     (step 1 only once the record is
                                                     collected, see ``collect``)
   runs/<runId>.c<attempt:04>.json                    who executes attempt k: one winner
+  runs/<runId>.g<attempt:04>.json                    the process group attempt k started
 
 (flat in one folder: a new folder per run would cost a directory fsync per level).
 
@@ -112,6 +113,12 @@ def event_key(agent_id: str, run_id: str, seq: int) -> str:
 
 def claim_key(agent_id: str, run_id: str, attempt: int) -> str:
     return f"{_prefix(agent_id)}runs/{run_id}.c{attempt:04d}.json"
+
+
+def group_key(agent_id: str, run_id: str, attempt: int) -> str:
+    """The process group (and scratch folder) of a started command attempt, so the
+    worker that finds the attempt's owner dead can kill what it left running."""
+    return f"{_prefix(agent_id)}runs/{run_id}.g{attempt:04d}.json"
 
 
 # ---- folding events into a run ---------------------------------------------------
@@ -533,6 +540,20 @@ class Runs:
 
         self.append(run.agent_id, run.run_id, claimed)
         return attempt
+
+    def record_group(self, run: Run, attempt: int, record: dict[str, Any]) -> None:
+        self.backend.put_if_absent(
+            group_key(run.agent_id, run.run_id, attempt), json.dumps(record).encode()
+        )
+
+    def group(self, run: Run, attempt: int) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(
+                self.backend.get(group_key(run.agent_id, run.run_id, attempt))
+            )
+            return data
+        except (MissingObject, ValueError):
+            return None
 
     def owner(self, run: Run) -> dict[str, Any] | None:
         try:

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from memfs import config, healing
+from memfs import config, healing, sandbox
 from memfs.errors import InvalidRequest
 from memfs.keys import admin_key
 from memfs.store import Store
@@ -39,6 +39,7 @@ _FLAGS = {
     "max_connections": str,
     "shutdown_drain_seconds": str,
     "command_grace_seconds": str,
+    "run_user": str,
 }
 
 
@@ -48,6 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             f"--{name.replace('_', '-')}", dest=f"serve_{name}", help=f"overrides ${env}"
         )
+    parser.add_argument(
+        "--allow-commands",
+        dest="serve_allow_commands",
+        action="store_const",
+        const=True,
+        default=None,
+        help="overrides $MEMFS_ALLOW_COMMANDS: let the admin key create command triggers",
+    )
     parser.add_argument(
         "--admin-key",
         dest="serve_admin_key",
@@ -61,7 +70,7 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
     ``memfs`` calls it before it touches the data folder, so a bad value creates nothing.
     """
     overrides: dict[str, object | None] = {
-        name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key")
+        name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key", "allow_commands")
     }
     overrides["data"] = str(args.data)
     return config.load(os.environ, overrides)
@@ -96,6 +105,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
         "MEMFS_MAX_CONNECTIONS": str(settings.max_connections),
         "MEMFS_SHUTDOWN_DRAIN_SECONDS": str(settings.shutdown_drain_seconds),
         "MEMFS_COMMAND_GRACE_SECONDS": str(settings.command_grace_seconds),
+        "MEMFS_ALLOW_COMMANDS": "1" if settings.allow_commands else "0",
+        "MEMFS_RUN_USER": settings.run_user,
     }
     if settings.admin_key:
         env["MEMFS_ADMIN_KEY"] = settings.admin_key
@@ -108,6 +119,10 @@ def run(args: argparse.Namespace, store: Store) -> int:
         flush=True,
     )
     del key
+    sandbox.harden_server()
+    warning = sandbox.start_warning(settings.allow_commands, settings.run_user)
+    if warning:
+        print(f"memfs: warning: {warning}", file=sys.stderr, flush=True)
     # After a graceful shutdown uvicorn re-raises the signal it caught; with the
     # default SIGTERM disposition a single-process server would then die with status
     # 143 instead of exiting 0 like the multi-worker supervisor does.

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from memfs import content as contentlib
-from memfs import index, layout, paths
+from memfs import durable, index, layout, paths
 from memfs.backend import Backend, LocalBackend, MissingObject
 from memfs.commits import (
     CREATED,
@@ -48,6 +48,7 @@ from memfs.errors import (
     MemfsError,
     NotFound,
     PreconditionFailed,
+    SymlinkRefused,
 )
 from memfs.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
 from memfs.worktree import WorkTree
@@ -207,7 +208,7 @@ class Store:
         index_file: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
+        durable.private_folder(data_dir)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
         self.index = Index(index_file or layout.index_path(data_dir))
         # True while this process rebuilds a deleted or replaced index (memfs.healing).
@@ -273,7 +274,7 @@ class Store:
             if not self.backend.put_if_absent(layout.agent_key(agent_id), body):
                 raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
             index.put_agent(conn, agent_id, name, store_id, created)
-            layout.worktree_root(self.data_dir, agent_id).mkdir(parents=True, exist_ok=True)
+            durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
             row = index.agent(conn, agent_id)
         assert row is not None
         return Agent.of(row)
@@ -342,6 +343,9 @@ class Store:
             for key in list(self.backend.list(layout.agent_prefix(agent_id))):
                 self.backend.delete(key)
             shutil.rmtree(layout.agent_folder(self.data_dir, agent_id), ignore_errors=True)
+        # The rows were zeroed as they were deleted (secure_delete); the WAL still holds
+        # page images from before, until it is checkpointed and truncated.
+        self.index.checkpoint()
 
     # ---- writing -----------------------------------------------------------------
 
@@ -416,6 +420,7 @@ class Store:
         (as the commit wrote it, or read in the same transaction)."""
         paths.agent_id(agent_id)
         ops = [_validated(op) for op in ops]
+        self._refuse_symlinks(agent_id, ops)
         for attempt in range(_RACE_RETRIES):
             # The first attempt plans on the index's head without probing the log for
             # entries past it (a crashed writer's, another node's): creating the next
@@ -526,6 +531,17 @@ class Store:
         index.apply_commit(conn, commit, visible_at, contents, entry)
         self._update_tree(commit, contents)
 
+    def _refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
+        """A symlink on the way to a path a commit touches (or as the agent's folder or
+        its .memfs) is refused before anything is written: memfs never follows one."""
+        durable.check_no_symlink(
+            self.data_dir, ["agents", paths.agent_dir_name(agent_id), ".memfs"]
+        )
+        tree = self._tree(agent_id)
+        for op in ops:
+            for path in (op.src, op.dst) if isinstance(op, Move) else (op.path,):
+                tree.check(path)
+
     def _tree(self, agent_id: str) -> WorkTree:
         return WorkTree(layout.worktree_root(self.data_dir, agent_id))
 
@@ -556,7 +572,7 @@ class Store:
                 data = contents.get(change.after) if change.after else None
                 tmp = staged.get(change.path) if staged else None
                 tree.update(change.path, change.before, change.after, data, commit.revision, tmp)
-            except OSError as exc:
+            except (OSError, SymlinkRefused) as exc:
                 # The tree is derived: the commit stands, and fsck --repair restores it.
                 log.warning(
                     "working tree of %s not updated at %s: %s", commit.agent_id, change.path, exc

@@ -10,19 +10,22 @@ expiry 24 hours ahead, so senders can switch over without a failed delivery.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from memfs import layout, paths
 from memfs.backend import Backend
 from memfs.commits import format_ts, now_us, parse_ts
-from memfs.errors import Conflict, InvalidRequest, NotFound
+from memfs.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from memfs.webhook_verify import generate_secret, parse_secret
 
 ROTATION_OVERLAP_US = 24 * 3600 * 1_000_000
 DEFAULT_PATH = "/memories/inbox/{triggerId}/{webhookId}.md"
 MAX_PROMPT = 64 * 1024
 _SEQ_DIGITS = 10
+
+CommandGuard = Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,18 @@ class Triggers:
             )
         return _trigger(agent_id, trigger_id, doc)
 
-    def put(self, agent_id: str, trigger_id: str, body: dict[str, Any]) -> tuple[Trigger, bool]:
-        """Create or replace a trigger; True when created. The secret is kept unless given."""
+    def put(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        body: dict[str, Any],
+        *,
+        guard: CommandGuard | None = None,
+    ) -> tuple[Trigger, bool]:
+        """Create or replace a trigger; True when created. The secret is kept unless given.
+
+        ``guard`` is called before anything is written when the new or the current
+        action is a command (it raises to refuse); None lets the operator's CLI do it."""
         paths.simple_id(trigger_id, field="triggerId")
         for key in body:
             if key not in ("prompt", "action", "maxAttempts", "secret"):
@@ -160,6 +173,11 @@ class Triggers:
         previous = self._latest(agent_id, trigger_id)
         now = now_us()
         created = previous is None or bool(previous.get("deleted"))
+        if guard is not None and (
+            action["type"] == "command"
+            or (not created and _is_command(previous))  # type: ignore[arg-type]
+        ):
+            guard()
         if secret is None:
             secrets_ = (
                 [{"value": generate_secret(), "expiresAt": None}]
@@ -181,14 +199,23 @@ class Triggers:
         self._append(agent_id, trigger_id, doc, seq)
         return _trigger(agent_id, trigger_id, doc), created
 
-    def delete(self, agent_id: str, trigger_id: str) -> None:
+    def delete(
+        self, agent_id: str, trigger_id: str, *, guard: CommandGuard | None = None
+    ) -> None:
         current = self.get(agent_id, trigger_id)
+        if guard is not None and current.action.get("type") == "command":
+            guard()
         self._append(
             agent_id, trigger_id, {"seq": current.seq + 1, "deleted": True}, current.seq + 1
         )
 
-    def rotate(self, agent_id: str, trigger_id: str) -> Trigger:
+    def rotate(
+        self, agent_id: str, trigger_id: str, *, guard: CommandGuard | None = None
+    ) -> Trigger:
         current = self.get(agent_id, trigger_id)
+        # The new secret signs deliveries, and a delivery runs the command.
+        if guard is not None and current.action.get("type") == "command":
+            guard()
         now = now_us()
         keep = [
             {"value": s.value, "expiresAt": format_ts(now + ROTATION_OVERLAP_US)}
@@ -216,6 +243,30 @@ class Triggers:
             if doc is not None and not doc.get("deleted"):
                 out.append(_trigger(agent_id, trigger_id, doc))
         return out
+
+
+def _is_command(doc: dict[str, Any]) -> bool:
+    action = doc.get("action")
+    return isinstance(action, dict) and action.get("type") == "command"
+
+
+def command_guard(*, enabled: bool, admin: bool) -> CommandGuard:
+    """The HTTP rule for command triggers: enabled on this server, and the admin key."""
+
+    def check() -> None:
+        if not enabled:
+            raise Forbidden(
+                "command actions are disabled on this server; the operator enables them"
+                " with MEMFS_ALLOW_COMMANDS=1 (memfs serve --allow-commands)",
+                field="action",
+            )
+        if not admin:
+            raise Forbidden(
+                "only the admin key may create or change a trigger with a command action",
+                field="Authorization",
+            )
+
+    return check
 
 
 def _trigger(agent_id: str, trigger_id: str, doc: dict[str, Any]) -> Trigger:

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config, faults, healing, maintenance, metrics
+from memfs import config, faults, healing, maintenance, metrics, sandbox
 from memfs.auth import authenticate
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, tenant, triggers
@@ -185,6 +185,8 @@ class MemfsApp:
                         retry_base_s=settings.retry_base_ms / 1000,
                         retention_hours=settings.delivery_retention_hours,
                         command_grace_s=settings.command_grace_seconds,
+                        allow_commands=settings.allow_commands,
+                        run_user=settings.run_user,
                     )
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
@@ -289,6 +291,7 @@ def build(settings: config.Settings) -> MemfsApp:
 
 def create_app() -> MemfsApp:
     """The uvicorn factory: settings from ``MEMFS_*`` (``memfs serve`` sets them)."""
+    sandbox.harden_server()  # each uvicorn worker is a process of its own
     return build(config.load(os.environ, {}))
 
 

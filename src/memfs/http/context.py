@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -131,13 +132,39 @@ class Ctx:
                 "send the body as Content-Type: application/json", field="Content-Type"
             )
         raw = await self.body(limit)
+        depth = json_depth(raw)
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidRequest(
+                f"body nests arrays and objects {depth} deep; at most {MAX_JSON_DEPTH} are accepted",
+                field="body",
+            )
         try:
             doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise InvalidRequest(f"body is not valid JSON: {exc}", field="body") from None
         if not isinstance(doc, dict):
             raise InvalidRequest("body must be a JSON object", field="body")
         return doc
+
+
+MAX_JSON_DEPTH = 32  # far more than any memfs body needs; json.loads recurses per level
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in ``raw`` (strings skipped), before parsing:
+    a 2 KB body of brackets would otherwise raise RecursionError in json.loads."""
+    depth = deepest = 0
+    for match in _JSON_BRACKET.finditer(_JSON_STRING.sub(b"", raw)):
+        if match.group() in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                return deepest
+        else:
+            depth -= 1
+    return deepest
 
 
 def only_fields(doc: dict[str, Any], *allowed: str) -> None:

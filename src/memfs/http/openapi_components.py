@@ -82,12 +82,23 @@ TS: Json = {"type": "string", "format": "date-time", "examples": ["2026-01-02T03
 TS_OR_NULL: Json = {"type": ["string", "null"], "format": "date-time"}
 UUID: Json = {"type": "string", "format": "uuid"}
 SHA256: Json = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-MEMORY_PATH: Json = {"type": "string", "pattern": "^/memories/"}
+# What paths.memory_path enforces that a pattern can say: the prefix, no control
+# character or backslash, at most 1024 UTF-8 bytes (maxLength counts characters, so
+# it is an upper bound); no empty, '.', '..' or .git segment is said in words.
+_NO_CONTROL = "[^\\x00-\\x1f\\x7f-\\x9f\\\\]"
+MEMORY_PATH: Json = {
+    "type": "string",
+    "maxLength": 1024,
+    "pattern": f"^/memories/{_NO_CONTROL}+$",
+}
+PATH_PARAM: Json = {"type": "string", "minLength": 1, "maxLength": 1014, "pattern": f"^{_NO_CONTROL}+$"}
 AGENT_ID_PATTERN = "^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$"
 SIMPLE_ID_PATTERN = "^[A-Za-z0-9._-]{1,128}$"
 ETAG_PATTERN = '^"[0-9a-f]{64}"$'
 RUN_ID_PATTERN = "^run_[A-Za-z0-9]{1,60}$"
 INBOX = "/memories/inbox/{triggerId}/{webhookId}.md"
+_SCOPE_TOKEN = f"({'|'.join(ACTIONS)}|agents:\\*|agents:{AGENT_ID_PATTERN[1:-1]})"
+SCOPES_PATTERN = f"^{_SCOPE_TOKEN}( {_SCOPE_TOKEN})*$"
 AGENT_ID: Json = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": AGENT_ID_PATTERN}
 NON_EMPTY: Json = {"type": "string", "minLength": 1}
 RUN_STATUS: Json = {
@@ -374,7 +385,13 @@ _PARAMETERS: dict[str, tuple[str, Json, str]] = {
     "agentId": ("path", AGENT_ID, "The agent id as ONE percent-encoded segment (a%2Fb)."),
     "scopeId": ("path", AGENT_ID, "An agent-id prefix, as ONE percent-encoded segment."),
     "keyId": ("path", TYPES["simpleId"], "Key id."),
-    "path": ("path", NON_EMPTY, "The memory path after /memories/, each segment encoded."),
+    "path": (
+        "path",
+        PATH_PARAM,
+        "The memory path after /memories/, each segment percent-encoded; no empty, '.',"
+        " '..' or .git segment (any case, trailing dots or spaces, git~1), no trailing"
+        " '/', at most 1024 UTF-8 bytes with the /memories/ prefix.",
+    ),
     "triggerId": ("path", TYPES["simpleId"], "Trigger id."),
     "runId": ("path", {"type": "string", "pattern": RUN_ID_PATTERN}, "Run id."),
     "runsTriggerId": ("query", TYPES["simpleId"], "Only the runs of this trigger."),
@@ -395,8 +412,18 @@ _PARAMETERS: dict[str, tuple[str, Json, str]] = {
     "version": ("query", INT1, "Read this version (past ones included)."),
     "versionsPath": ("query", NON_EMPTY, "The memory path, /memories/... or relative."),
     "Memfs-Protocol": ("header", {"type": "string", "enum": ["1"]}, "The protocol version."),
-    "Memfs-Subject": ("header", {**NON_EMPTY, "maxLength": 256}, "Acting for this person."),
-    "Memfs-Scopes": ("header", STRING, "Space-separated scopes, a subset of the key's."),
+    "Memfs-Subject": (
+        "header",
+        {"type": "string", "minLength": 1, "maxLength": 256, "pattern": "^[^\\x00-\\x1f\\x7f]+$"},
+        "Acting for this person (1-256 printable characters). Only together with"
+        " Memfs-Scopes: one without the other is 400.",
+    ),
+    "Memfs-Scopes": (
+        "header",
+        {"type": "string", "pattern": SCOPES_PATTERN},
+        "Space-separated scopes, a subset of the key's (else 403). Only together with"
+        " Memfs-Subject: one without the other is 400.",
+    ),
     "If-Match": ("header", TYPES["etag"], 'Only if the current sha256 is this ("<sha>").'),
     "If-None-Match": ("header", {"type": "string", "enum": ["*"]}, "Create only."),
     "Memfs-Message": ("header", {"type": "string", "maxLength": 4096}, "Commit message."),

@@ -8,6 +8,7 @@ percent-decoded), ``{name}:action`` (a segment ending in a literal action), and 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +28,9 @@ class Route:
     name: str
     protocol: bool = True  # False for webhook deliveries: no Memfs-Protocol needed
 
-    def match(self, segments: list[str]) -> dict[str, str] | None:
-        """Params if ``segments`` (each already percent-decoded) fit this route."""
+    def match(self, segments: list[str], *, trailing: bool = False) -> dict[str, str] | None:
+        """Params if ``segments`` (each already percent-decoded) fit this route;
+        ``trailing``: the URL path ended with '/'."""
         parts = self.parts
         params: dict[str, str] = {}
         for i, part in enumerate(parts):
@@ -36,6 +38,11 @@ class Route:
                 rest = segments[i:]
                 if not rest:
                     return None
+                if trailing:
+                    # '…/memories/notes/' names a folder, never the file 'notes'.
+                    raise InvalidRequest(
+                        "a memory path must not end with '/'; name a file", field="path"
+                    )
                 if any("/" in s for s in rest):
                     raise InvalidRequest(
                         "a memory path segment must not contain an encoded '/'", field="path"
@@ -52,6 +59,10 @@ class Route:
                     if not segment.endswith(action) or len(segment) == len(action):
                         return None
                     segment = segment[: -len(action)]
+                elif ":" in segment:
+                    # No id holds ':' — 'x:deliver' is an action, for the route that has it
+                    # (so PUT on ':deliver' is 405, not a trigger named 'x:deliver').
+                    return None
                 params[name] = segment
             elif segment != part:
                 return None
@@ -67,7 +78,15 @@ def _parts(pattern: str) -> list[str]:
     return pattern.strip("/").split("/")
 
 
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
 def _decode(segment: str) -> str:
+    if "%" in segment and _BAD_ESCAPE.search(segment):
+        raise InvalidRequest(
+            "the URL path holds a '%' that is not a percent escape (%XX); send '%' as %25",
+            field="path",
+        )
     try:
         return unquote(segment, errors="strict")
     except UnicodeDecodeError:
@@ -83,9 +102,10 @@ class Router:
     def resolve(self, method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
         stripped = raw_path.strip("/")
         segments = [_decode(s) for s in stripped.split("/")] if stripped else []
+        trailing = len(raw_path) > 1 and raw_path.endswith("/")
         allowed: list[str] = []
         for route in self.routes:
-            params = route.match(segments)
+            params = route.match(segments, trailing=trailing)
             if params is None:
                 continue
             if route.method == method or (method == "HEAD" and route.method == "GET"):

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import paths
-from memfs.errors import InvalidRequest, PayloadTooLarge
+from memfs.errors import InvalidRequest, NotFound, PayloadTooLarge
 from memfs.http.context import Ctx
 from memfs.runner import memory_content
 from memfs.runs import Runs, check_run_id
-from memfs.triggers import Triggers
+from memfs.triggers import CommandGuard, Triggers, command_guard
 from memfs.webhook_verify import verify
 
 
@@ -27,6 +28,10 @@ def _triggers(ctx: Ctx) -> Triggers:
     return Triggers(ctx.store.backend)
 
 
+def _guard(ctx: Ctx) -> CommandGuard:
+    return command_guard(enabled=ctx.services.settings.allow_commands, admin=ctx.who.is_admin)
+
+
 def _runs(ctx: Ctx) -> Runs:
     return Runs(ctx.store)
 
@@ -36,7 +41,10 @@ async def put_trigger(ctx: Ctx) -> Response:
     agent_id = _agent(ctx, "triggers:write")
     doc = await ctx.json(256 * 1024)
     trigger, created = await run_in_threadpool(
-        _triggers(ctx).put, agent_id, ctx.params["triggerId"], doc
+        functools.partial(_triggers(ctx).put, guard=_guard(ctx)),
+        agent_id,
+        ctx.params["triggerId"],
+        doc,
     )
     body = trigger.to_json(with_secret=created or "secret" in doc)
     return JSONResponse(body, status_code=201 if created else 200)
@@ -58,22 +66,38 @@ async def list_triggers(ctx: Ctx) -> Response:
 async def delete_trigger(ctx: Ctx) -> Response:
     ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
-    await run_in_threadpool(_triggers(ctx).delete, agent_id, ctx.params["triggerId"])
+    await run_in_threadpool(
+        functools.partial(_triggers(ctx).delete, guard=_guard(ctx)),
+        agent_id,
+        ctx.params["triggerId"],
+    )
     return Response(status_code=204)
 
 
 async def rotate_secret(ctx: Ctx) -> Response:
     ctx.allow_query()
     agent_id = _agent(ctx, "triggers:write")
-    trigger = await run_in_threadpool(_triggers(ctx).rotate, agent_id, ctx.params["triggerId"])
+    trigger = await run_in_threadpool(
+        functools.partial(_triggers(ctx).rotate, guard=_guard(ctx)),
+        agent_id,
+        ctx.params["triggerId"],
+    )
     return JSONResponse(trigger.to_json(with_secret=True))
 
 
 async def deliver(ctx: Ctx) -> Response:
     """A sender's delivery: 404 → 413 → 401 → exactly one run per webhook-id."""
     agent_id = paths.agent_id(ctx.params["agentId"])
-    ctx.store.get_agent(agent_id)
-    trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
+    try:
+        ctx.store.get_agent(agent_id)
+        trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
+    except NotFound:
+        # One answer for an unknown agent and an unknown trigger: a sender without a
+        # key must not learn which agents exist.
+        raise NotFound(
+            "no trigger answers at this URL; check the agent id and trigger id",
+            field="triggerId",
+        ) from None
     settings = ctx.services.settings
     # A memory action can't store more than memoryBytes: the body is refused here, with
     # 413 before any 202, rather than accepted to fail on every attempt.
@@ -88,9 +112,14 @@ async def deliver(ctx: Ctx) -> Response:
             exc.args = (exc.message,)
         raise
     now = time.time()
+    headers = dict(ctx.request.headers)
+    # Every webhook-signature line counts (a proxy may split one header into several).
+    signatures = ctx.request.headers.getlist("webhook-signature")
+    if len(signatures) > 1:
+        headers["webhook-signature"] = " ".join(signatures)
     webhook_id = verify(
         trigger.live_secrets(int(now * 1_000_000)),
-        ctx.request.headers,
+        headers,
         body,
         now=now,
         tolerance_seconds=settings.webhook_tolerance_seconds,
