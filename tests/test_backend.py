@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfs.backend import Backend, LocalBackend, MemoryBackend, MissingObject
-from memfs.durable import TEMP_PREFIX
+from memfs.canonical.backend import Backend, LocalBackend, MemoryBackend, MissingObject
+from memfs.canonical.durable import TEMP_PREFIX
 
 
 def _utf8_sorted(keys: list[str] | set[str]) -> list[str]:
@@ -223,7 +223,7 @@ _COMMON = textwrap.dedent(
     """
     import hashlib, json, os, sys, time
     from pathlib import Path
-    from memfs.backend import LocalBackend, MissingObject
+    from memfs.canonical.backend import LocalBackend, MissingObject
 
     SIZE = {size}
     ROUNDS = {rounds}

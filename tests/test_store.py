@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-import memfs.backend
-import memfs.store
-from memfs import layout
-from memfs.commits import CREATED, MODIFIED, Change, Commit, parse_ts
+import memfs.canonical.backend
+import memfs.core.store
+from memfs.canonical import layout
+from memfs.core.store import Delete, Move, Put, Store
+from memfs.derived.index import MemoryRow
+from memfs.domain.commits import CREATED, MODIFIED, Change, Commit, parse_ts
 from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
-from memfs.index import MemoryRow
-from memfs.store import Delete, Move, Put, Store
 
 A = "/memories/a.md"
 B = "/memories/b.md"
@@ -437,7 +437,7 @@ def test_timestamps_strictly_increase_when_the_clock_steps_back(
     store.write(agent, A, b"0", actor=ACTOR)
     start = parse_ts(str(log_entries(store, agent)[0]["ts"]))
     ticks: Iterator[int] = iter(range(start, 0, -3_600_000_000))  # an hour back per call
-    monkeypatch.setattr(memfs.store, "now_us", lambda: next(ticks))
+    monkeypatch.setattr(memfs.core.store, "now_us", lambda: next(ticks))
     for n in range(1, 6):
         store.write(agent, A, str(n).encode(), actor=ACTOR)
     stamps = [str(e["ts"]) for e in log_entries(store, agent)]
@@ -525,7 +525,7 @@ def test_working_tree_follows_every_change(store: Store, agent: str) -> None:
     assert sorted(p.name for p in tree_root(store, agent).iterdir()) == ["q", "w.md"]
 
 
-class FailingLog(memfs.backend.LocalBackend):
+class FailingLog(memfs.canonical.backend.LocalBackend):
     """Fails to publish log entries, as a full or broken disk would."""
 
     def put_if_absent(self, key: str, data: bytes) -> bool:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import index, paths
+from memfs.core.store import Delete, Move, Put, Store
+from memfs.derived import index
+from memfs.domain import paths
+from memfs.domain.memory_tool import execute
 from memfs.errors import NotFound
 from memfs.http.context import Ctx, only_fields
 from memfs.http.memories import _message as commit_message
-from memfs.memory_tool import execute
-from memfs.store import Delete, Move, Put, Store
 
 _READ_ONLY = {"view"}
 # The fields of each command of memory_20250818; any other field is a 400, as for

@@ -6,11 +6,13 @@ import json
 
 from starlette.responses import JSONResponse, Response
 
-from memfs import index, paths, render
-from memfs.auth import header_text
+from memfs import wire
+from memfs.core.auth import header_text
+from memfs.core.tokens import query_digest
+from memfs.derived import index
+from memfs.domain import paths
 from memfs.errors import InvalidRequest
 from memfs.http.context import Ctx, only_fields
-from memfs.tokens import query_digest
 
 RAW_TYPES = ("text/markdown", "text/plain", "text/x-markdown")
 
@@ -59,7 +61,7 @@ async def list_memories(ctx: Ctx) -> Response:
     if page.more:
         next_cursor = ctx.services.signer.encode("memories", agent_id, digest, page.last)
     return Response(
-        render.listing_page_body(page, total, next_cursor), media_type="application/json"
+        wire.listing_page_body(page, total, next_cursor), media_type="application/json"
     )
 
 
@@ -88,7 +90,7 @@ def _listing_page(
     items, more = ctx.store.list_memories(
         agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
     )
-    return render.listing_page(items, more)
+    return wire.listing_page(items, more)
 
 
 async def get_memory(ctx: Ctx) -> Response:
@@ -105,7 +107,7 @@ async def get_memory(ctx: Ctx) -> Response:
     headers = {"ETag": f'"{memory.sha256}"'}
     if "text/markdown" in ctx.request.headers.get("accept", ""):
         return Response(memory.content, media_type="text/markdown; charset=utf-8", headers=headers)
-    return JSONResponse(render.memory_json(memory), headers=headers)
+    return JSONResponse(wire.memory_json(memory), headers=headers)
 
 
 def _etag(ctx: Ctx, header: str) -> str | None:
@@ -171,7 +173,7 @@ async def put_memory(ctx: Ctx) -> Response:
             message=message,
         )
     )
-    body = {**render.listing_json(result.memory), "revision": result.revision}
+    body = {**wire.listing_json(result.memory), "revision": result.revision}
     return JSONResponse(
         body,
         status_code=201 if result.created else 200,
@@ -215,7 +217,7 @@ async def list_versions(ctx: Ctx) -> Response:
         ctx.services.signer.encode("versions", agent_id, path, rows[-1].version) if more else None
     )
     return JSONResponse(
-        {"versions": [render.version_json(r) for r in rows], "nextCursor": next_cursor}
+        {"versions": [wire.version_json(r) for r in rows], "nextCursor": next_cursor}
     )
 
 

@@ -1,0 +1,102 @@
+"""The derived SQLite index: every query memfs answers, rebuilt from the log at will.
+
+Tables (schema ``SCHEMA_VERSION``):
+  agents(agent_id, name, store_id, created_at, revision, last_ts)
+  commits(agent_id, revision, ts, visible_at, actor, message, changes)
+  versions(agent_id, path, version, …, valid_from, valid_to, visible_from, visible_to)
+  memories(agent_id, path, …, listing)   live memories only, keyset-listed by path;
+                                          ``listing`` is the memory's listing JSON
+  memory_meta(agent_id, path, key, value) scalar frontmatter, for metadata filters
+  blobs(agent_id, sha256, content)       a read cache of contents
+  damage(agent_id, file, reason)         agents found damaged (their routes answer 503)
+  meta(key, value)                        schema version and the visibility clock
+
+The file is watched: a transaction that finds it deleted or replaced (another inode)
+drops its connection, and ``IndexGone`` tells the store to rebuild it from the log.
+
+``visible_at`` is when a commit became visible in this index (its timestamp for a
+live commit, later for a log entry caught up after a crash); pinned reads compare
+against it so that what a reader saw at a ``readTimestamp`` never changes.
+Applying a commit is idempotent: a revision already present is skipped.
+"""
+
+from __future__ import annotations
+
+from memfs.derived.index.connection import Index
+from memfs.derived.index.reads import (
+    agent,
+    agent_stats,
+    agents,
+    blob,
+    commits,
+    count_memories,
+    damaged_agents,
+    ever_written,
+    is_folder,
+    last_version,
+    list_memories,
+    list_memories_json,
+    live_paths,
+    memory,
+    version,
+    versions,
+)
+from memfs.derived.index.rows import (
+    AgentRow,
+    CommitRow,
+    Connection,
+    FolderEntry,
+    IndexGone,
+    ListingJson,
+    MemoryRow,
+    VersionRow,
+    listing_text,
+)
+from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.derived.index.writes import (
+    apply_commit,
+    bulk_load,
+    clock,
+    damage,
+    drop_agent,
+    mark_damaged,
+    put_agent,
+)
+
+__all__ = [
+    "DERIVED_TABLES",
+    "SCHEMA_VERSION",
+    "AgentRow",
+    "CommitRow",
+    "Connection",
+    "FolderEntry",
+    "Index",
+    "IndexGone",
+    "ListingJson",
+    "MemoryRow",
+    "VersionRow",
+    "agent",
+    "agent_stats",
+    "agents",
+    "apply_commit",
+    "blob",
+    "bulk_load",
+    "clock",
+    "commits",
+    "count_memories",
+    "damage",
+    "damaged_agents",
+    "drop_agent",
+    "ever_written",
+    "is_folder",
+    "last_version",
+    "list_memories",
+    "list_memories_json",
+    "listing_text",
+    "live_paths",
+    "mark_damaged",
+    "memory",
+    "put_agent",
+    "version",
+    "versions",
+]
