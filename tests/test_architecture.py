@@ -158,3 +158,55 @@ def test_no_store_file_is_opened_for_writing_outside_the_helper() -> None:
             ):
                 offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
     assert offenders == []
+
+
+# Modules that still run their own SQL, each a debt: the list only shrinks.
+SQL_OUTSIDE_THE_INDEX = {
+    "core.inspect",  # the pinned walkers over versions and commits (inspect's paging)
+    "core.runs",  # the runs and run_steps tables
+}
+SQL_WORDS = ("SELECT ", "INSERT ", "UPDATE ", "DELETE ", "CREATE ", "SAVEPOINT", "PRAGMA ")
+
+
+def _runs_sql(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("execute", "executemany", "executescript")
+        ):
+            return True
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.lstrip().startswith(SQL_WORDS)
+        ):
+            return True
+    return False
+
+
+def test_no_sql_outside_the_index_package() -> None:
+    """The SQLite index owns every query: no other module runs or holds SQL."""
+    index_package = SRC / "derived" / "index"
+    offenders = sorted(
+        module_name(p) for p in MODULES if index_package not in p.parents and _runs_sql(p)
+    )
+    assert set(offenders) - SQL_OUTSIDE_THE_INDEX == set()
+    assert SQL_OUTSIDE_THE_INDEX - set(offenders) == set(), "an exception no longer needed"
+
+
+def test_the_visibility_clock_is_raised_in_one_place() -> None:
+    """``asOf`` pinning rests on the clock only moving forward, through one function."""
+    raising = sorted(
+        f"{module_name(p)}:{n}"
+        for p in MODULES
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "key='clock'" in line and "UPDATE" in line
+    )
+    assert raising == [f"derived.index.writes:{_line_of_raise_clock()}"]
+
+
+def _line_of_raise_clock() -> int:
+    text = (SRC / "derived" / "index" / "writes.py").read_text().splitlines()
+    start = next(i for i, line in enumerate(text, 1) if line.startswith("def raise_clock("))
+    return next(i for i, line in enumerate(text, 1) if i > start and "key='clock'" in line)

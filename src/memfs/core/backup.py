@@ -31,6 +31,7 @@ from memfs import __version__
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import LocalBackend, MissingObject
 from memfs.core.store import Store
+from memfs.derived import index
 from memfs.derived.worktree import WorkTree
 from memfs.domain.commits import format_ts, now_us
 from memfs.errors import InvalidRequest
@@ -313,9 +314,7 @@ def checkout(store: Store) -> int:
         tree = WorkTree(layout.worktree_root(store.data_dir, agent.agent_id))
         tree.root.mkdir(parents=True, exist_ok=True)
         with store.index.read() as conn:
-            rows = conn.execute(
-                "SELECT path, sha256 FROM memories WHERE agent_id=?", (agent.agent_id,)
-            ).fetchall()
+            rows = index.live_contents(conn, agent.agent_id)
         for path, sha in rows:
             content = store.content_of(agent.agent_id, sha)
             tree.update(path, None, sha, content, agent.revision)

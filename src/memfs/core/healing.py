@@ -13,7 +13,6 @@ import fcntl
 import logging
 import os
 import secrets
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,7 +52,7 @@ def behind(store: Store) -> str | None:
             return None
         return "the index was missing, empty or of an unknown schema"
     with store.index.read() as conn:
-        known = {row[0] for row in conn.execute("SELECT agent_id FROM agents")}
+        known = index.agent_ids(conn)
     for _folder, key in maintenance.canonical_agents(store):
         try:
             record = maintenance.read_record(store, key)
@@ -123,17 +122,7 @@ def _build_beside(store: Store, path: Path) -> None:
 
 
 def _usable(path: Path) -> bool:
-    if not path.exists():
-        return False
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return False
-    return row is not None and row[0] == index.SCHEMA_VERSION
+    return index.file_is_current(path)
 
 
 @contextlib.contextmanager

@@ -205,7 +205,7 @@ def _settle(store: Store, as_of: int) -> None:
     if as_of > now_us():
         raise InvalidRequest("asOf is in the future", field="asOf")
     with store.index.write() as conn:
-        conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (as_of,))
+        index.raise_clock(conn, as_of)
 
 
 def _encode(signer: Signer, listing: str, target: Target, pin: int, position: Any) -> str:

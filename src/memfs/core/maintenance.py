@@ -209,8 +209,7 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
     started = last_note = time.monotonic()
     with store.index.write() as conn:
         old_clock = index.clock(conn)
-        for table in _RUN_TABLES:
-            conn.execute(f"DELETE FROM {table}")
+        index.clear_tables(conn, _RUN_TABLES)
         seen: set[str] = set()
         for folder, key in canonical_agents(store):
             try:
@@ -226,7 +225,7 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
                 continue
             agent_id = record["agentId"]
             seen.add(agent_id)
-            conn.execute("SAVEPOINT agent")
+            index.savepoint(conn, "agent")
             index.drop_agent(conn, agent_id, runs=False)
             store.adopt_record(conn, record)
             try:
@@ -234,14 +233,14 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
                     conn, agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
                 )
             except CorruptionError as exc:
-                conn.execute("ROLLBACK TO agent")
+                index.rollback_to(conn, "agent")
                 file = _file_of(exc, layout.log_prefix(agent_id))
                 if index.agent(conn, agent_id) is None:
                     store.adopt_record(conn, record)
                 index.mark_damaged(conn, agent_id, file, exc.message)
                 result.damaged.append((agent_id, file, exc.message))
                 log.error("agent %r is damaged: %s: %s", agent_id, file, exc.message)
-            conn.execute("RELEASE agent")
+            index.release(conn, "agent")
             result.agents += 1
             now = time.monotonic()
             if progress is not None and now - last_note >= 5:
@@ -250,10 +249,10 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
                     f"reindex: {result.agents} agents, {result.commits} commits"
                     f" ({now - started:.0f} s)"
                 )
-        for (gone,) in conn.execute("SELECT agent_id FROM agents").fetchall():
+        for gone in sorted(index.agent_ids(conn)):
             if gone not in seen:  # erased (or moved away) since the index was made
                 index.drop_agent(conn, gone)
-        conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (old_clock,))
+        index.raise_clock(conn, old_clock)
     from memfs.core.runs import Runs  # runs are indexed from their own records
 
     Runs(store).rescan()
@@ -464,15 +463,10 @@ def _index_copies(store: Store, agent_id: str) -> _Copies:
     with store.index.read() as conn:
         row = index.agent(conn, agent_id)
         copies.head = row.revision if row else 0
-        for sha, data in conn.execute(
-            "SELECT sha256, content FROM blobs WHERE agent_id=?", (agent_id,)
-        ):
-            if hashlib.sha256(bytes(data)).hexdigest() == sha:
-                copies.blobs.add(str(sha))
-        for (revision,) in conn.execute(
-            "SELECT revision FROM commits WHERE agent_id=?", (agent_id,)
-        ):
-            copies.commits.add(int(revision))
+        for sha, data in index.cached_blobs(conn, agent_id):
+            if hashlib.sha256(data).hexdigest() == sha:
+                copies.blobs.add(sha)
+        copies.commits.update(index.commit_revisions(conn, agent_id))
     return copies
 
 
@@ -485,10 +479,7 @@ def _entry_from_index(store: Store, agent_id: str, revision: int) -> bytes | Non
     """Log entry ``revision`` rebuilt from the index's commit row and contents (None if
     the index lacks a piece of it or a content fails its sha256)."""
     with store.index.read() as conn:
-        row = conn.execute(
-            "SELECT ts, actor, message, changes FROM commits WHERE agent_id=? AND revision=?",
-            (agent_id, revision),
-        ).fetchone()
+        row = index.commit_entry(conn, agent_id, revision)
         if row is None:
             return None
         changes = json.loads(row[3])
@@ -565,11 +556,7 @@ def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None
 def _referenced_by_blob(store: Store, agent_id: str, sha: str) -> bool:
     """True if the index knows ``sha`` as a content too large to be inline (a blob)."""
     with store.index.read() as conn:
-        row = conn.execute(
-            "SELECT 1 FROM versions WHERE agent_id=? AND sha256=? AND bytes>? LIMIT 1",
-            (agent_id, sha, INLINE_LIMIT),
-        ).fetchone()
-    return row is not None
+        return index.has_version_larger_than(conn, agent_id, sha, INLINE_LIMIT)
 
 
 def _clear_damage(store: Store, agent_id: str, report: FsckReport) -> None:
@@ -579,7 +566,7 @@ def _clear_damage(store: Store, agent_id: str, report: FsckReport) -> None:
     if damage is None:
         return
     with store.index.write() as conn:
-        conn.execute("DELETE FROM damage WHERE agent_id=?", (agent_id,))
+        index.clear_damage(conn, agent_id)
     report.restored.append(f"{agent_id}: sound again, serving (was damaged: {damage[0]})")
     report.reindex_needed = True
 
@@ -596,11 +583,7 @@ def _check_index(
             if agent_id not in indexed:
                 problems.append(f"index: agent {agent_id!r} is missing")
                 continue
-            rows = conn.execute(
-                "SELECT path, sha256, bytes, description, version, updated_at, listing"
-                " FROM memories WHERE agent_id=?",
-                (agent_id,),
-            ).fetchall()
+            rows = index.live_rows(conn, agent_id)
             if {r[0]: r[1] for r in rows} != head:
                 problems.append(f"index: current memories of {agent_id!r} differ from the log")
             # A page is the rows' stored listing JSON: it must say what the row says.
@@ -684,9 +667,7 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
     head: dict[str, str] = {}
     with store.index.read() as conn:
-        for path, sha in conn.execute(
-            "SELECT path, sha256 FROM memories WHERE agent_id=?", (agent_id,)
-        ):
+        for path, sha in index.live_contents(conn, agent_id):
             head[path] = sha
     out: list[TreeChange] = []
     for link in tree.symlinks():
@@ -702,10 +683,10 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
         except InvalidRequest as exc:
             out.append(TreeChange("invalid", path, exc.message))
             continue
-        sha = head.pop(path, None)
-        if sha is None:
+        committed = head.pop(path, None)
+        if committed is None:
             out.append(TreeChange("added", path))
-        elif tree.sha256(path) != sha:
+        elif tree.sha256(path) != committed:
             out.append(TreeChange("modified", path))
     out.extend(TreeChange("deleted", path) for path in head)
     return sorted(out, key=lambda c: c.path.encode())

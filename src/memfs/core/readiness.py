@@ -23,10 +23,10 @@ def readiness(store: Store) -> str | None:
     """None when the index is open, current and caught up; else why it is not."""
     try:
         with store.index.read() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            found = index.schema(conn)
     except (sqlite3.Error, OSError, RuntimeError) as exc:
         return f"the index can't be opened ({type(exc).__name__})"
-    if row is None or row[0] != index.SCHEMA_VERSION:
+    if found != index.SCHEMA_VERSION:
         return "the index schema is not current; it is being rebuilt"
     lag = index_lag(store)
     if lag:
@@ -37,7 +37,7 @@ def readiness(store: Store) -> str | None:
 def index_lag(store: Store) -> int:
     """Log entries written but not applied to the index, summed over agents."""
     with store.index.read() as conn:
-        heads = conn.execute("SELECT agent_id, revision FROM agents").fetchall()
+        heads = index.agent_heads(conn)
     behind = [(a, r) for a, r in heads if _entries_past(store, a, r, cap=1)]
     if not behind:
         return 0
@@ -59,5 +59,4 @@ def _entries_past(store: Store, agent_id: str, revision: int, *, cap: int) -> in
 
 def runs_by_state(store: Store) -> dict[str, int]:
     with store.index.read() as conn:
-        rows = conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall()
-    return {str(status): int(count) for status, count in rows}
+        return index.runs_by_status(conn)

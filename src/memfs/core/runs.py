@@ -233,7 +233,7 @@ def _apply(
             json.dumps(detail, ensure_ascii=False),
         ),
     )
-    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (visible_at,))
+    index.raise_clock(conn, visible_at)
     return Run(*values)
 
 

@@ -794,11 +794,8 @@ class Store:
             if data is None:
                 raise Damaged(agent_id, key, "content is missing") from None
             # Inline in a log entry: the index's copy was the only one at hand.
-            found = conn.execute(
-                "SELECT MIN(revision) FROM versions WHERE agent_id=? AND sha256=?",
-                (agent_id, sha256),
-            ).fetchone()
-            where = layout.log_key(agent_id, int(found[0])) if found and found[0] else key
+            first = index.first_revision_with(conn, agent_id, sha256)
+            where = layout.log_key(agent_id, first) if first else key
             reason = f"content does not match its sha256 {sha256[:12]}…"
             raise Damaged(agent_id, where, reason) from None
         return verified(agent_id, sha256, blob, key)

@@ -164,7 +164,6 @@ class Index:
             conn.execute("COMMIT")
 
 
-
 def _usable(conn: sqlite3.Connection) -> bool:
     """True if ``conn`` opened an index of this schema (not a stranger's file)."""
     try:
@@ -172,7 +171,6 @@ def _usable(conn: sqlite3.Connection) -> bool:
     except sqlite3.DatabaseError:
         return False
     return row is not None and row[0] == SCHEMA_VERSION
-
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:
@@ -188,3 +186,19 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def file_is_current(path: Path) -> bool:
+    """True if ``path`` holds an index of this schema, read without opening it for
+    writing (no lock taken, nothing created)."""
+    if not path.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == SCHEMA_VERSION

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from memfs.derived.index.rows import (
     _AFTER_SLASH,
@@ -25,7 +26,6 @@ def damaged_agents(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return [(str(a), str(f), str(r)) for a, f, r in conn.execute("SELECT * FROM damage")]
 
 
-
 def agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
     row = conn.execute(
         "SELECT agent_id, name, store_id, created_at, revision, last_ts FROM agents "
@@ -33,7 +33,6 @@ def agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
         (agent_id,),
     ).fetchone()
     return AgentRow(*row) if row else None
-
 
 
 def agents(conn: sqlite3.Connection, prefix: str, after: str | None, limit: int) -> list[AgentRow]:
@@ -46,7 +45,6 @@ def agents(conn: sqlite3.Connection, prefix: str, after: str | None, limit: int)
     return [AgentRow(*r) for r in rows]
 
 
-
 def agent_stats(conn: sqlite3.Connection, agent_id: str) -> tuple[int, int]:
     row = conn.execute(
         "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memories WHERE agent_id=?", (agent_id,)
@@ -54,12 +52,10 @@ def agent_stats(conn: sqlite3.Connection, agent_id: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-
 def ever_written(conn: sqlite3.Connection, agent_id: str) -> bool:
     """Whether any commit of the agent changed a memory (a rename of the agent does not)."""
     row = conn.execute("SELECT 1 FROM versions WHERE agent_id=? LIMIT 1", (agent_id,)).fetchone()
     return row is not None
-
 
 
 def memory(conn: sqlite3.Connection, agent_id: str, path: str) -> MemoryRow | None:
@@ -70,14 +66,12 @@ def memory(conn: sqlite3.Connection, agent_id: str, path: str) -> MemoryRow | No
     return _memory(row) if row else None
 
 
-
 def is_folder(conn: sqlite3.Connection, agent_id: str, path: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM memories WHERE agent_id=? AND path>? AND path<? LIMIT 1",
         (agent_id, path + "/", path + _AFTER_SLASH),
     ).fetchone()
     return row is not None
-
 
 
 def live_paths(conn: sqlite3.Connection, agent_id: str, candidates: Sequence[str]) -> set[str]:
@@ -92,13 +86,11 @@ def live_paths(conn: sqlite3.Connection, agent_id: str, candidates: Sequence[str
     return {str(row[0]) for row in rows}
 
 
-
 def last_version(conn: sqlite3.Connection, agent_id: str, path: str) -> int:
     row = conn.execute(
         "SELECT MAX(version) FROM versions WHERE agent_id=? AND path=?", (agent_id, path)
     ).fetchone()
     return int(row[0] or 0)
-
 
 
 def blob(conn: sqlite3.Connection, agent_id: str, sha256: str) -> bytes | None:
@@ -108,14 +100,12 @@ def blob(conn: sqlite3.Connection, agent_id: str, sha256: str) -> bytes | None:
     return bytes(row[0]) if row else None
 
 
-
 def version(conn: sqlite3.Connection, agent_id: str, path: str, number: int) -> VersionRow | None:
     row = conn.execute(
         _VERSION_SELECT + "WHERE v.agent_id=? AND v.path=? AND v.version=?",
         (agent_id, path, number),
     ).fetchone()
     return _version(row) if row else None
-
 
 
 def versions(
@@ -127,7 +117,6 @@ def versions(
         (agent_id, path, after, limit),
     ).fetchall()
     return [_version(r) for r in rows]
-
 
 
 def commits(
@@ -154,7 +143,6 @@ def commits(
             (agent_id, path, upper, limit),
         ).fetchall()
     return [CommitRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
-
 
 
 def list_memories(
@@ -184,7 +172,6 @@ def list_memories(
         filters=filters,
     )
     return [r if isinstance(r, FolderEntry) else _memory(r) for r in rows], more
-
 
 
 def _listing_where(
@@ -217,7 +204,6 @@ def _listing_where(
         )
         params += [key, value]
     return where, params, inclusive
-
 
 
 def _walk(
@@ -264,7 +250,6 @@ def _walk(
         if not jumped and fetched < asked:
             break
     return out[:limit], len(out) > limit
-
 
 
 def list_memories_json(
@@ -332,7 +317,6 @@ def list_memories_json(
     return ListingJson(bytes(row[0] or b""), [], None if row[1] is None else str(row[1]), False)
 
 
-
 def count_memories(
     conn: sqlite3.Connection,
     agent_id: str,
@@ -362,3 +346,84 @@ def count_memories(
         params += [key, value]
     row = conn.execute(f"SELECT COUNT(*) FROM memories WHERE {where}", params).fetchone()
     return int(row[0])
+
+
+def schema(conn: sqlite3.Connection) -> int | None:
+    """The schema version the file says it has (None: not written yet)."""
+    row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def agent_ids(conn: sqlite3.Connection) -> set[str]:
+    return {str(row[0]) for row in conn.execute("SELECT agent_id FROM agents")}
+
+
+def agent_heads(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """(agent id, indexed revision) of every agent."""
+    rows = conn.execute("SELECT agent_id, revision FROM agents").fetchall()
+    return [(str(a), int(r)) for a, r in rows]
+
+
+def first_revision_with(conn: sqlite3.Connection, agent_id: str, sha256: str) -> int | None:
+    """The first revision that wrote content ``sha256`` (whose log entry holds it inline)."""
+    found = conn.execute(
+        "SELECT MIN(revision) FROM versions WHERE agent_id=? AND sha256=?",
+        (agent_id, sha256),
+    ).fetchone()
+    return int(found[0]) if found and found[0] else None
+
+
+def live_contents(conn: sqlite3.Connection, agent_id: str) -> list[tuple[str, str]]:
+    """(path, sha256) of every live memory of an agent."""
+    rows = conn.execute(
+        "SELECT path, sha256 FROM memories WHERE agent_id=?", (agent_id,)
+    ).fetchall()
+    return [(str(p), str(s)) for p, s in rows]
+
+
+def live_rows(conn: sqlite3.Connection, agent_id: str) -> list[tuple[Any, ...]]:
+    """Every live memory as (path, sha256, bytes, description, version, updated_at,
+    listing): what fsck compares with the log and with the stored listing JSON."""
+    return conn.execute(
+        "SELECT path, sha256, bytes, description, version, updated_at, listing"
+        " FROM memories WHERE agent_id=?",
+        (agent_id,),
+    ).fetchall()
+
+
+def cached_blobs(conn: sqlite3.Connection, agent_id: str) -> list[tuple[str, bytes]]:
+    """(sha256, content) of every content the index caches for an agent."""
+    rows = conn.execute("SELECT sha256, content FROM blobs WHERE agent_id=?", (agent_id,))
+    return [(str(sha), bytes(data)) for sha, data in rows]
+
+
+def commit_revisions(conn: sqlite3.Connection, agent_id: str) -> list[int]:
+    rows = conn.execute("SELECT revision FROM commits WHERE agent_id=?", (agent_id,))
+    return [int(revision) for (revision,) in rows]
+
+
+def commit_entry(
+    conn: sqlite3.Connection, agent_id: str, revision: int
+) -> tuple[int, str, str, str] | None:
+    """(ts, actor, message, changes JSON) of one commit row, or None."""
+    row = conn.execute(
+        "SELECT ts, actor, message, changes FROM commits WHERE agent_id=? AND revision=?",
+        (agent_id, revision),
+    ).fetchone()
+    return None if row is None else (int(row[0]), str(row[1]), str(row[2]), str(row[3]))
+
+
+def has_version_larger_than(
+    conn: sqlite3.Connection, agent_id: str, sha256: str, size: int
+) -> bool:
+    """True if some version of the agent holds ``sha256`` with more than ``size`` bytes."""
+    row = conn.execute(
+        "SELECT 1 FROM versions WHERE agent_id=? AND sha256=? AND bytes>? LIMIT 1",
+        (agent_id, sha256, size),
+    ).fetchone()
+    return row is not None
+
+
+def runs_by_status(conn: sqlite3.Connection) -> dict[str, int]:
+    rows = conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall()
+    return {str(status): int(count) for status, count in rows}

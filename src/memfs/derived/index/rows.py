@@ -13,11 +13,9 @@ from memfs.domain.content import Scalar
 Connection = sqlite3.Connection
 
 
-
 # Characters right after '/' and after U+10FFFF in bytewise UTF-8 order: a folder F
 # holds exactly the paths p with F + "/" < p < F + "0".
 _AFTER_SLASH = "0"
-
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,6 @@ class AgentRow:
     last_ts: int
 
 
-
 @dataclass(frozen=True)
 class MemoryRow:
     path: str
@@ -41,7 +38,6 @@ class MemoryRow:
     metadata: dict[str, Scalar]
     created_at: int
     updated_at: int
-
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,6 @@ class VersionRow:
     message: str
 
 
-
 @dataclass(frozen=True)
 class CommitRow:
     revision: int
@@ -71,20 +66,16 @@ class CommitRow:
     changes: list[dict[str, object]]
 
 
-
 @dataclass(frozen=True)
 class FolderEntry:
     path: str  # the folder, e.g. /memories/conventions
-
 
 
 class IndexGone(Exception):
     """The index file was deleted or replaced under this process (inode check)."""
 
 
-
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
 
 
 def listing_text(
@@ -104,7 +95,6 @@ def listing_text(
     )
 
 
-
 def _metadata(raw: object) -> dict[str, Scalar]:
     # Most memories have no metadata besides their description: skip the parser then.
     if raw == "{}":
@@ -113,9 +103,7 @@ def _metadata(raw: object) -> dict[str, Scalar]:
     return parsed
 
 
-
 _MEMORY_COLUMNS = "path, version, sha256, bytes, description, metadata, created_at, updated_at"
-
 
 
 def _memory(row: Sequence[object]) -> MemoryRow:
@@ -131,13 +119,11 @@ def _memory(row: Sequence[object]) -> MemoryRow:
     )
 
 
-
 _VERSION_SELECT = (
     "SELECT v.path, v.version, v.revision, v.operation, v.sha256, v.bytes, v.description, "
     "v.metadata, v.valid_from, v.valid_to, c.actor, c.message FROM versions v "
     "JOIN commits c ON c.agent_id=v.agent_id AND c.revision=v.revision "
 )
-
 
 
 def _version(row: Sequence[object]) -> VersionRow:
@@ -155,7 +141,6 @@ def _version(row: Sequence[object]) -> VersionRow:
         actor=str(row[10]),
         message=str(row[11]),
     )
-
 
 
 @dataclass(frozen=True)

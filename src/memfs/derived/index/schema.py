@@ -11,7 +11,6 @@ from memfs.derived.index.rows import listing_text
 SCHEMA_VERSION = 2
 
 
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agents(
@@ -70,7 +69,6 @@ CREATE TABLE IF NOT EXISTS damage(
 """
 
 
-
 # Every table keyed by agent: what erasing an agent or a full reindex clears.
 DERIVED_TABLES = (
     "agents",
@@ -83,7 +81,6 @@ DERIVED_TABLES = (
     "run_steps",
     "damage",
 )
-
 
 
 def _add_listing_column(conn: sqlite3.Connection) -> None:

@@ -21,7 +21,6 @@ def clock(conn: sqlite3.Connection) -> int:
     return int(row[0]) if row else 0
 
 
-
 def put_agent(
     conn: sqlite3.Connection, agent_id: str, name: str, store_id: str, created_at: int
 ) -> None:
@@ -31,7 +30,6 @@ def put_agent(
     )
 
 
-
 def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) -> None:
     """Forget an agent (``runs=False``: keep its runs, which reindex rescans apart)."""
     for table in DERIVED_TABLES:
@@ -39,13 +37,11 @@ def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) ->
             conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
 
 
-
 # The log summary of an entry: its changes without their inline contents, written by
 # SQLite from the entry's text (the same bytes the live commit and reindex store).
 _SUMMARY = (
     "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
 )
-
 
 
 def apply_commit(
@@ -145,9 +141,8 @@ def apply_commit(
         "WHERE agent_id=?",
         (*params, agent),
     )
-    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (visible_at,))
+    raise_clock(conn, visible_at)
     return True
-
 
 
 def bulk_load(
@@ -269,9 +264,8 @@ def bulk_load(
         " name=COALESCE(?, name) WHERE agent_id=?",
         (revision, last_ts, name, agent),
     )
-    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (last_ts,))
+    raise_clock(conn, last_ts)
     return len(commit_rows)
-
 
 
 def damage(conn: sqlite3.Connection, agent_id: str) -> tuple[str, str] | None:
@@ -280,6 +274,32 @@ def damage(conn: sqlite3.Connection, agent_id: str) -> tuple[str, str] | None:
     return (str(row[0]), str(row[1])) if row else None
 
 
-
 def mark_damaged(conn: sqlite3.Connection, agent_id: str, file: str, reason: str) -> None:
     conn.execute("INSERT OR REPLACE INTO damage VALUES(?,?,?)", (agent_id, file, reason))
+
+
+def raise_clock(conn: sqlite3.Connection, at: int) -> None:
+    """Move the visibility clock forward to ``at`` (never back): the one place it moves.
+    A read pinned at or before the clock never sees a commit appear under it."""
+    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (at,))
+
+
+def clear_damage(conn: sqlite3.Connection, agent_id: str) -> None:
+    conn.execute("DELETE FROM damage WHERE agent_id=?", (agent_id,))
+
+
+def clear_tables(conn: sqlite3.Connection, tables: Iterable[str]) -> None:
+    for table in tables:
+        conn.execute(f"DELETE FROM {table}")
+
+
+def savepoint(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f'SAVEPOINT "{name}"')
+
+
+def rollback_to(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f'ROLLBACK TO "{name}"')
+
+
+def release(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f'RELEASE "{name}"')
