@@ -11,6 +11,7 @@ Each folder of ``src/memfs`` has one job and an import rule, checked here on the
 - edges (``http``, ``cli``, and the ``wire`` shapes they render): import ``core``,
   ``domain``, ``errors``, ``config`` and ``wire``, never ``derived`` or ``canonical``.
 - ``client`` and ``integrations``: talk HTTP; import no server code at all.
+- ``testing``: the shipped contract suites; may import every layer but the edges.
 
 A new top-level module or folder must be placed in a room on purpose.
 """
@@ -41,6 +42,8 @@ RULES: dict[str, set[str]] = {
     # The client is a library of its own: it speaks HTTP and shares only pure rules.
     "client": {"memfs.client", "memfs.domain"},
     "integrations": {"memfs.client", "memfs.integrations"},
+    # Contract suites a new Backend or Index subclasses; they drive the real layers.
+    "testing": {"memfs.domain", "memfs.canonical", "memfs.derived", "memfs.core", "memfs.testing"},
 }
 
 # Edge imports of derived or canonical modules not yet moved behind a core function.
