@@ -20,24 +20,24 @@ import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.core.planner import Delete as Delete
+from memfs.core.planner import Move as Move
+from memfs.core.planner import Op as Op
+from memfs.core.planner import Put as Put
+from memfs.core.planner import States, written_row
+from memfs.core.planner import plan as plan_commit
 from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
 from memfs.derived.worktree import WorkTree
-from memfs.domain import content as contentlib
 from memfs.domain import paths
 from memfs.domain.commits import (
     CREATED,
-    DELETED,
-    INLINE_LIMIT,
-    MODIFIED,
-    RENAMED,
-    Change,
     Commit,
     format_ts,
     now_us,
@@ -51,7 +51,6 @@ from memfs.errors import (
     InvalidRequest,
     MemfsError,
     NotFound,
-    PreconditionFailed,
     SymlinkRefused,
 )
 
@@ -86,37 +85,6 @@ def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
     if hashlib.sha256(data).hexdigest() != sha256:
         raise Damaged(agent_id, where, f"content does not match its sha256 {sha256[:12]}…")
     return data
-
-
-@dataclass(frozen=True)
-class Put:
-    """Write ``content`` at ``path``; ``if_match`` a sha256, ``create_only`` = If-None-Match.
-
-    ``lenient`` (Claude's memory tool): text the tool would store is stored, so NUL is
-    allowed and frontmatter that does not parse just yields no description or metadata.
-    """
-
-    path: str
-    content: bytes
-    if_match: str | None = None
-    create_only: bool = False
-    lenient: bool = False
-
-
-@dataclass(frozen=True)
-class Delete:
-    path: str
-    if_match: str | None = None
-
-
-@dataclass(frozen=True)
-class Move:
-    src: str
-    dst: str
-    if_match: str | None = None
-
-
-Op = Put | Delete | Move
 
 
 @dataclass(frozen=True)
@@ -163,41 +131,8 @@ class Agent:
         return cls(row.agent_id, row.name, row.store_id, row.created_at, row.revision, row.last_ts)
 
 
-@dataclass
-class _Plan:
-    """Changes being assembled for one commit, with the state they leave behind."""
-
-    changes: list[Change] = field(default_factory=list)
-    contents: dict[str, bytes] = field(default_factory=dict)
-    after: dict[str, str | None] = field(default_factory=dict)  # path → sha (None: gone)
-    # Folders holding a path this plan writes: each path is added once, never undone.
-    folders: set[str] = field(default_factory=set)
-    # Index rows read while planning (None: no live memory), so each is read once.
-    rows: dict[str, MemoryRow | None] = field(default_factory=dict)
-
-
 def _read(conn: index.Connection, agent_id: str, path: str | None) -> MemoryRow | None:
     return index.memory(conn, agent_id, path) if path is not None else None
-
-
-def _written(plan: _Plan, commit: Commit, path: str | None) -> MemoryRow | None:
-    """The index row ``commit`` gave ``path``, as apply_commit wrote it (None: not one
-    the commit wrote, read it instead)."""
-    for change in commit.changes:
-        if change.path == path and change.after is not None:
-            before = plan.rows.get(path)
-            return MemoryRow(
-                path=path,
-                version=change.version,
-                sha256=change.after,
-                size=change.size,
-                description=change.description,
-                metadata=dict(change.metadata),
-                # An update keeps the memory's created_at (a live row was read to plan it).
-                created_at=before.created_at if before is not None else commit.ts,
-                updated_at=commit.ts,
-            )
-    return None
 
 
 class Store:
@@ -439,7 +374,9 @@ class Store:
                         row = self._catch_up(conn, row)
                     else:
                         behind = row.revision
-                    plan = self._plan(conn, agent_id, ops)
+                    plan = plan_commit(
+                        ops, _IndexStates(self, conn, agent_id), memory_bytes=self.memory_bytes
+                    )
                     if not plan.changes and agent_name is None:
                         if behind is not None and self._has_entry(agent_id, behind + 1):
                             raise _LostRace
@@ -477,7 +414,7 @@ class Store:
                             won = published.result()
                             if won:
                                 durable = CommitResult(
-                                    commit.revision, commit, _written(plan, commit, read_back)
+                                    commit.revision, commit, written_row(plan, commit, read_back)
                                 )
                         if not won:
                             raise _LostRace
@@ -491,7 +428,7 @@ class Store:
                     self._update_tree(commit, plan.contents, staged)
                     if self.on_commit is not None:
                         self.on_commit()
-                    row_after = _written(plan, commit, read_back)
+                    row_after = written_row(plan, commit, read_back)
                     if row_after is None:
                         row_after = _read(conn, agent_id, read_back)
                     return CommitResult(commit.revision, commit, row_after)
@@ -628,155 +565,6 @@ class Store:
                 raise Damaged(agent_id, key, "content is missing") from None
             contents[change.after] = verified(agent_id, change.after, data, key)
         return contents
-
-    def _plan(self, conn: index.Connection, agent_id: str, ops: Sequence[Op]) -> _Plan:
-        plan = _Plan()
-        for op in ops:
-            if isinstance(op, Put):
-                self._plan_put(conn, agent_id, plan, op)
-            elif isinstance(op, Delete):
-                self._plan_delete(conn, agent_id, plan, op)
-            else:
-                self._plan_move(conn, agent_id, plan, op)
-        return plan
-
-    def _row(
-        self, conn: index.Connection, agent_id: str, plan: _Plan, path: str
-    ) -> MemoryRow | None:
-        """The index row of ``path`` before this plan (cached for the plan)."""
-        if path not in plan.rows:
-            plan.rows[path] = index.memory(conn, agent_id, path)
-        return plan.rows[path]
-
-    def _current(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> str | None:
-        if path in plan.after:
-            return plan.after[path]
-        row = self._row(conn, agent_id, plan, path)
-        return row.sha256 if row else None
-
-    def _check_place(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> None:
-        """A file and a folder can't share a name."""
-        pending_below = path in plan.folders
-        if pending_below or index.is_folder(conn, agent_id, path):
-            raise Conflict(f"{path} is a folder; a memory can't have the same name", field="path")
-        folders = paths.parent_folders(path)
-        live = index.live_paths(conn, agent_id, [f for f in folders if f not in plan.after])
-        for folder in folders:
-            if plan.after.get(folder) is not None or folder in live:
-                raise Conflict(
-                    f"{folder} is a memory, so it can't be a folder for {path}", field="path"
-                )
-
-    def _add(
-        self,
-        conn: index.Connection,
-        agent_id: str,
-        plan: _Plan,
-        change: Change,
-        data: bytes | None,
-    ) -> None:
-        if change.path in plan.after:
-            raise InvalidRequest(f"one commit can change {change.path} only once", field="path")
-        plan.changes.append(change)
-        plan.after[change.path] = change.after
-        if change.after is not None:
-            plan.folders.update(paths.parent_folders(change.path))
-        if change.after is not None and data is not None:
-            plan.contents[change.after] = data
-
-    def _next_version(self, conn: index.Connection, agent_id: str, plan: _Plan, path: str) -> int:
-        row = self._row(conn, agent_id, plan, path)
-        if row is not None:  # a live memory's version is its path's newest
-            return row.version + 1
-        return index.last_version(conn, agent_id, path) + 1  # after a delete, if any
-
-    def _plan_put(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Put) -> None:
-        parsed = contentlib.parse(op.content, limit=self.memory_bytes, lenient=op.lenient)
-        current = self._current(conn, agent_id, plan, op.path)
-        if op.create_only and current is not None:
-            raise PreconditionFailed(f"{op.path} already exists (If-None-Match: *)", field="path")
-        if op.if_match is not None and current != op.if_match:
-            raise PreconditionFailed(_mismatch(op.path, op.if_match, current), field="If-Match")
-        if current == parsed.sha256:
-            return  # identical content: nothing to commit
-        if current is None:
-            self._check_place(conn, agent_id, plan, op.path)
-        text = op.content.decode() if parsed.size <= INLINE_LIMIT else None
-        change = Change(
-            path=op.path,
-            operation=MODIFIED if current is not None else CREATED,
-            version=self._next_version(conn, agent_id, plan, op.path),
-            before=current,
-            after=parsed.sha256,
-            size=parsed.size,
-            content=text,
-            description=parsed.description,
-            metadata=parsed.metadata,
-        )
-        self._add(conn, agent_id, plan, change, op.content)
-
-    def _plan_delete(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Delete) -> None:
-        current = self._current(conn, agent_id, plan, op.path)
-        if current is None:
-            raise NotFound(f"{op.path} does not exist", field="path")
-        if op.if_match is not None and current != op.if_match:
-            raise PreconditionFailed(_mismatch(op.path, op.if_match, current), field="If-Match")
-        change = Change(
-            path=op.path,
-            operation=DELETED,
-            version=self._next_version(conn, agent_id, plan, op.path),
-            before=current,
-            after=None,
-        )
-        self._add(conn, agent_id, plan, change, None)
-
-    def _plan_move(self, conn: index.Connection, agent_id: str, plan: _Plan, op: Move) -> None:
-        current = self._current(conn, agent_id, plan, op.src)
-        if current is None:
-            raise NotFound(f"{op.src} does not exist", field="path")
-        if op.if_match is not None and current != op.if_match:
-            raise PreconditionFailed(_mismatch(op.src, op.if_match, current), field="If-Match")
-        if op.src == op.dst:
-            raise InvalidRequest("a memory can't be renamed to its own path", field="newPath")
-        if self._current(conn, agent_id, plan, op.dst) is not None:
-            raise Conflict(f"{op.dst} already exists", field="newPath")
-        data = plan.contents.get(current) or self._read_blob(conn, agent_id, current)
-        row = self._row(conn, agent_id, plan, op.src)
-        description = row.description if row else None
-        metadata = row.metadata if row else {}
-        self._add(
-            conn,
-            agent_id,
-            plan,
-            Change(
-                path=op.src,
-                operation=RENAMED,
-                version=self._next_version(conn, agent_id, plan, op.src),
-                before=current,
-                after=None,
-                renamed_to=op.dst,
-            ),
-            None,
-        )
-        self._check_place(conn, agent_id, plan, op.dst)
-        self._add(
-            conn,
-            agent_id,
-            plan,
-            Change(
-                path=op.dst,
-                operation=RENAMED,
-                version=self._next_version(conn, agent_id, plan, op.dst),
-                before=None,
-                after=current,
-                size=len(data),
-                content=data.decode() if len(data) <= INLINE_LIMIT else None,
-                renamed_from=op.src,
-                description=description,
-                metadata=metadata,
-            ),
-            data,
-        )
 
     # ---- reading -----------------------------------------------------------------
 
@@ -962,6 +750,31 @@ class Store:
             after = page[-1].agent_id
 
 
+class _IndexStates:
+    """The planner's reads, from the index inside the commit's write transaction."""
+
+    def __init__(self, store: Store, conn: index.Connection, agent_id: str) -> None:
+        self.store, self.conn, self.agent_id = store, conn, agent_id
+
+    def memory(self, path: str) -> MemoryRow | None:
+        return index.memory(self.conn, self.agent_id, path)
+
+    def is_folder(self, path: str) -> bool:
+        return index.is_folder(self.conn, self.agent_id, path)
+
+    def live_paths(self, candidates: Sequence[str]) -> set[str]:
+        return index.live_paths(self.conn, self.agent_id, candidates)
+
+    def last_version(self, path: str) -> int:
+        return index.last_version(self.conn, self.agent_id, path)
+
+    def content(self, sha256: str) -> bytes:
+        return self.store._read_blob(self.conn, self.agent_id, sha256)
+
+
+_: type[States] = _IndexStates  # the index answers what the planner asks
+
+
 class _LostRace(Exception):
     """Another writer created the log entry we meant to create."""
 
@@ -1005,11 +818,6 @@ def _sha(value: str) -> str:
             "If-Match must be a lowercase hex sha256 (64 characters)", field="If-Match"
         )
     return value
-
-
-def _mismatch(path: str, expected: str, current: str | None) -> str:
-    now = f"is at {current[:12]}…" if current else "does not exist"
-    return f"{path} {now}, not {expected[:12]}…; re-read it and retry"
 
 
 def _agent_name(name: str) -> str:
