@@ -61,12 +61,13 @@ def test_every_edge_refuses_a_git_segment(api: Api, tmp_path: Path) -> None:
         assert_error(response, 400, "invalid_request", "path")
     command = {"command": "create", "path": "/memories/.git/config", "file_text": "x"}
     result = api.post(agent_url(AGENT, "/memory:command"), json=command).json()
-    assert result["ok"] is False and result["result"].startswith("Error: ")
-    assert ".git" in result["result"]
+    # Worded like the SDK tool's own path refusals ("The path P ..."), naming the rule.
+    assert result["ok"] is False and result["result"].startswith("The path /memories/.git/config")
+    assert ".git is reserved" in result["result"]
     api.must_write("/memories/ok.md", "ok\n")
     rename = {"command": "rename", "old_path": "/memories/ok.md", "new_path": "/memories/.git/HEAD"}
     result = api.post(agent_url(AGENT, "/memory:command"), json=rename).json()
-    assert result["ok"] is False and result["result"].startswith("Error: ")
+    assert result["ok"] is False and ".git is reserved" in result["result"]
     trigger = api.put(
         agent_url(AGENT, "/triggers/t"),
         json={"action": {"type": "memory", "path": "/memories/.git/{webhookId}"}},

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
+from commands import child_python, shared_folder
 from memfs.domain.webhook_verify import sign
 from servers_real import RealServer, headers
 
@@ -130,10 +130,17 @@ def _deliver(server: RealServer, secret: str) -> dict[str, object]:
 
 def test_a_command_interrupted_by_shutdown_gets_sigterm_and_a_free_retry(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    script, marker = tmp_path / "slow.py", tmp_path / "marker"
+    with shared_folder() as shared:  # the child runs as MEMFS_RUN_USER when tests are root
+        _interrupted_command_is_retried_for_free(data, shared)
+
+
+def _interrupted_command_is_retried_for_free(data: Path, shared: Path) -> None:
+    script, marker = shared / "slow.py", shared / "marker"
     script.write_text(SCRIPT)
-    action = {"type": "command", "argv": [sys.executable, str(script), str(marker)]}
-    server = RealServer(data, extra_args=("--command-grace-seconds", "10")).start()
+    script.chmod(0o644)
+    action = {"type": "command", "argv": [child_python(), str(script), str(marker)]}
+    options = ("--command-grace-seconds", "10", "--allow-commands")
+    server = RealServer(data, extra_args=options).start()
     try:
         with server.client() as client:
             assert client.put(f"/v1/agents/{quote(AGENT, safe='')}", json={}).status_code == 201
@@ -152,7 +159,7 @@ def test_a_command_interrupted_by_shutdown_gets_sigterm_and_a_free_retry(tmp_pat
         assert marker.read_text() == "got SIGTERM"  # asked to stop, not killed outright
     finally:
         server.close()
-    with RealServer(data).start() as again, again.client() as client:
+    with RealServer(data, extra_args=("--allow-commands",)).start() as again, again.client() as client:
         url = f"/v1/agents/{quote(AGENT, safe='')}/runs/{run['id']}"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -462,14 +462,8 @@ def test_writes_of_a_command_run_are_attributed_to_the_run(tmp_path: Path) -> No
         "'Authorization': 'Bearer ' + os.environ['MEMFS_TOKEN'], 'Memfs-Protocol': '1', 'Content-Type': 'text/markdown'}); "
         "print(urllib.request.urlopen(req).status)"
     )
-    action = {"type": "command", "argv": [sys.executable, "-c", script], "timeoutSeconds": 30}
-    # Command actions are an opt-in of the server (MEMFS_ALLOW_COMMANDS); say it here.
-    srv = RealServer(
-        tmp_path / "data",
-        workers=1,
-        extra_args=RUN_OPTIONS,
-        env={"MEMFS_ALLOW_COMMANDS": "1"},
-    )
+    action = {"type": "command", "argv": [child_python(), "-c", script], "timeoutSeconds": 30}
+    srv = RealServer(tmp_path / "data", workers=1, extra_args=RUN_OPTIONS)
     with srv.start():
         secret = set_up(srv, "cmd", action=action, maxAttempts=1)
         with httpx.Client(base_url=srv.url, timeout=30) as plain:
