@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from memfs.core.store import Agent, Memory
 from memfs.derived.index import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
+from memfs.derived.index import listing_page as listing_page
 from memfs.domain.commits import Change, Commit, format_ts
+from memfs.domain.listing import listing_fields
 
 _OP_LETTER = {"created": "A", "modified": "M", "deleted": "D", "renamed": "R"}
 
@@ -32,27 +34,8 @@ def agent_json(agent: Agent, *, memory_count: int | None = None) -> dict[str, An
 
 
 def listing_json(row: MemoryRow) -> dict[str, Any]:
-    return {
-        "path": row.path,
-        "bytes": row.size,
-        "contentSha256": row.sha256,
-        "description": row.description,
-        "version": row.version,
-        "updatedAt": format_ts(row.updated_at),
-    }
-
-
-def listing_page(items: Sequence[MemoryRow | FolderEntry], more: bool) -> ListingJson:
-    """A page of ``Store.list_memories`` as ``index.list_memories_json`` answers it."""
-    last = None
-    if items:
-        end = items[-1]
-        last = end.path + "/" if isinstance(end, FolderEntry) else end.path
-    return ListingJson(
-        b",".join(dumps(listing_json(i)).encode() for i in items if not isinstance(i, FolderEntry)),
-        [i.path for i in items if isinstance(i, FolderEntry)],
-        last,
-        more,
+    return listing_fields(
+        row.path, row.size, row.sha256, row.description, row.version, row.updated_at
     )
 
 

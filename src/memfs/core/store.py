@@ -375,7 +375,7 @@ class Store:
                     else:
                         behind = row.revision
                     plan = plan_commit(
-                        ops, _IndexStates(self, conn, agent_id), memory_bytes=self.memory_bytes
+                        ops, self._states(conn, agent_id), memory_bytes=self.memory_bytes
                     )
                     if not plan.changes and agent_name is None:
                         if behind is not None and self._has_entry(agent_id, behind + 1):
@@ -566,6 +566,10 @@ class Store:
             contents[change.after] = verified(agent_id, change.after, data, key)
         return contents
 
+    def _states(self, conn: index.Connection, agent_id: str) -> States:
+        """What the planner reads: the index inside the commit's write transaction."""
+        return index.PathStates(conn, agent_id, lambda sha: self._read_blob(conn, agent_id, sha))
+
     # ---- reading -----------------------------------------------------------------
 
     def _read_blob(self, conn: index.Connection, agent_id: str, sha256: str) -> bytes:
@@ -670,6 +674,35 @@ class Store:
                 filters=filters,
             )
 
+    def list_page_json(
+        self,
+        agent_id: str,
+        folder: str,
+        *,
+        after: str | None,
+        limit: int,
+        depth_one: bool,
+        filters: list[tuple[str, str]],
+    ) -> index.ListingJson:
+        """A listing page as the stored listing JSON of its memories (no Python object
+        per memory: the fast path of ``GET …/memories``); through ``list_memories`` for
+        an agent the index doesn't hold, to answer its 404."""
+        with self.index.read() as conn:
+            if index.agent(conn, agent_id) is not None:
+                return index.list_memories_json(
+                    conn,
+                    agent_id,
+                    folder,
+                    after=after,
+                    limit=limit,
+                    depth_one=depth_one,
+                    filters=filters,
+                )
+        items, more = self.list_memories(
+            agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
+        )
+        return index.listing_page(items, more)
+
     def count_memories(
         self,
         agent_id: str,
@@ -750,31 +783,6 @@ class Store:
             after = page[-1].agent_id
 
 
-class _IndexStates:
-    """The planner's reads, from the index inside the commit's write transaction."""
-
-    def __init__(self, store: Store, conn: index.Connection, agent_id: str) -> None:
-        self.store, self.conn, self.agent_id = store, conn, agent_id
-
-    def memory(self, path: str) -> MemoryRow | None:
-        return index.memory(self.conn, self.agent_id, path)
-
-    def is_folder(self, path: str) -> bool:
-        return index.is_folder(self.conn, self.agent_id, path)
-
-    def live_paths(self, candidates: Sequence[str]) -> set[str]:
-        return index.live_paths(self.conn, self.agent_id, candidates)
-
-    def last_version(self, path: str) -> int:
-        return index.last_version(self.conn, self.agent_id, path)
-
-    def content(self, sha256: str) -> bytes:
-        return self.store._read_blob(self.conn, self.agent_id, sha256)
-
-
-_: type[States] = _IndexStates  # the index answers what the planner asks
-
-
 class _LostRace(Exception):
     """Another writer created the log entry we meant to create."""
 
@@ -800,9 +808,7 @@ def _validated(op: Op) -> Op:
     if isinstance(op, Put):
         if op.if_match is not None:
             _sha(op.if_match)
-        return Put(
-            paths.memory_path(op.path), op.content, op.if_match, op.create_only, op.lenient
-        )
+        return Put(paths.memory_path(op.path), op.content, op.if_match, op.create_only, op.lenient)
     if isinstance(op, Delete):
         if op.if_match is not None:
             _sha(op.if_match)

@@ -9,7 +9,6 @@ from starlette.responses import JSONResponse, Response
 from memfs import wire
 from memfs.core.auth import header_text
 from memfs.core.tokens import query_digest
-from memfs.derived import index
 from memfs.domain import paths
 from memfs.errors import InvalidRequest
 from memfs.http.context import Ctx, only_fields
@@ -53,7 +52,9 @@ async def list_memories(ctx: Ctx) -> Response:
         after = ctx.services.signer.decode(cursor, "memories", agent_id, digest, field="cursor")
         if not isinstance(after, str):
             raise InvalidRequest("cursor is not valid here", field="cursor")
-    page = _listing_page(ctx, agent_id, folder, after, limit, depth_one, filters)
+    page = ctx.store.list_page_json(
+        agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
+    )
     total = None
     if include_total:
         total = ctx.store.count_memories(agent_id, folder, depth_one=depth_one, filters=filters)
@@ -63,34 +64,6 @@ async def list_memories(ctx: Ctx) -> Response:
     return Response(
         wire.listing_page_body(page, total, next_cursor), media_type="application/json"
     )
-
-
-def _listing_page(
-    ctx: Ctx,
-    agent_id: str,
-    folder: str,
-    after: str | None,
-    limit: int,
-    depth_one: bool,
-    filters: list[tuple[str, str]],
-) -> index.ListingJson:
-    """The page as the stored listing JSON of its memories (no Python object per
-    memory); through the store for an unknown agent, to answer its 404."""
-    with ctx.store.index.read() as conn:
-        if index.agent(conn, agent_id) is not None:
-            return index.list_memories_json(
-                conn,
-                agent_id,
-                folder,
-                after=after,
-                limit=limit,
-                depth_one=depth_one,
-                filters=filters,
-            )
-    items, more = ctx.store.list_memories(
-        agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
-    )
-    return wire.listing_page(items, more)
 
 
 async def get_memory(ctx: Ctx) -> Response:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from memfs.derived.index.connection import Index, file_is_current
 from memfs.derived.index.reads import (
+    PathStates,
     agent,
     agent_heads,
     agent_ids,
@@ -61,6 +62,7 @@ from memfs.derived.index.rows import (
     ListingJson,
     MemoryRow,
     VersionRow,
+    listing_page,
     listing_text,
 )
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
@@ -91,6 +93,7 @@ __all__ = [
     "IndexGone",
     "ListingJson",
     "MemoryRow",
+    "PathStates",
     "VersionRow",
     "agent",
     "agent_heads",
@@ -119,6 +122,7 @@ __all__ = [
     "last_version",
     "list_memories",
     "list_memories_json",
+    "listing_page",
     "listing_text",
     "live_contents",
     "live_paths",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from memfs.derived.index.rows import (
@@ -427,3 +427,25 @@ def has_version_larger_than(
 def runs_by_status(conn: sqlite3.Connection) -> dict[str, int]:
     rows = conn.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall()
     return {str(status): int(count) for status, count in rows}
+
+
+class PathStates:
+    """The planner's questions about one agent (core.planner.States), answered from the
+    index inside the caller's transaction; ``content`` reads a checked content."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, agent_id: str, content: Callable[[str], bytes]
+    ) -> None:
+        self.conn, self.agent_id, self.content = conn, agent_id, content
+
+    def memory(self, path: str) -> MemoryRow | None:
+        return memory(self.conn, self.agent_id, path)
+
+    def is_folder(self, path: str) -> bool:
+        return is_folder(self.conn, self.agent_id, path)
+
+    def live_paths(self, candidates: Sequence[str]) -> set[str]:
+        return live_paths(self.conn, self.agent_id, candidates)
+
+    def last_version(self, path: str) -> int:
+        return last_version(self.conn, self.agent_id, path)

@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memfs.domain.commits import format_ts
 from memfs.domain.content import Scalar
+from memfs.domain.listing import listing_fields
 
 Connection = sqlite3.Connection
 
@@ -81,17 +81,26 @@ _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 def listing_text(
     path: str, size: int, sha256: str, description: str | None, version: int, updated_at: int
 ) -> str:
-    """A memory as listings show it (``render.listing_json``), as the JSON text an HTTP
+    """A memory as listings show it (``domain.listing``), as the JSON text an HTTP
     page joins: kept in the memory's row, so a page is its rows' texts joined."""
-    return _encode(
-        {
-            "path": path,
-            "bytes": size,
-            "contentSha256": sha256,
-            "description": description,
-            "version": version,
-            "updatedAt": format_ts(updated_at),
-        }
+    return _encode(listing_fields(path, size, sha256, description, version, updated_at))
+
+
+def listing_page(items: Sequence[MemoryRow | FolderEntry], more: bool) -> ListingJson:
+    """A page of ``Store.list_memories`` as ``list_memories_json`` answers it."""
+    last = None
+    if items:
+        end = items[-1]
+        last = end.path + "/" if isinstance(end, FolderEntry) else end.path
+    return ListingJson(
+        b",".join(
+            listing_text(i.path, i.size, i.sha256, i.description, i.version, i.updated_at).encode()
+            for i in items
+            if not isinstance(i, FolderEntry)
+        ),
+        [i.path for i in items if isinstance(i, FolderEntry)],
+        last,
+        more,
     )
 
 
