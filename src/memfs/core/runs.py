@@ -24,7 +24,7 @@ A run's state is the fold of its events (``fold``); the index keeps that fold in
 event happens under the index's write lock after catching up with the backend, so
 a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
 Concurrent deliveries of one process are indexed together in one transaction (group
-commit, ``_GroupCommit``): their durable records are written outside every lock.
+commit, the ``GroupCommit`` the Store owns): their records are written outside every lock.
 """
 
 from __future__ import annotations
@@ -33,9 +33,7 @@ import base64
 import hashlib
 import json
 import sqlite3
-import threading
 import uuid
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -255,47 +253,6 @@ class _Registration:
     done: bool = field(default=False)
 
 
-class _GroupCommit:
-    """Index the runs of concurrent deliveries of one process in one transaction.
-
-    Each delivery's record is already durable (written outside every lock, so the
-    fsyncs of concurrent deliveries overlap). A delivery then queues its registration
-    and waits for the leader lock; whoever holds it indexes everything queued so far
-    in one write transaction, so N waiting deliveries share one lock round and one
-    SQLite commit instead of queueing N times.
-    """
-
-    def __init__(self) -> None:
-        self._mutex = threading.Lock()
-        self._leader = threading.Lock()
-        self._queue: list[_Registration] = []
-
-    def register(self, runs: Runs, item: _Registration) -> Run:
-        with self._mutex:
-            self._queue.append(item)
-        with self._leader:
-            if not item.done:
-                with self._mutex:
-                    batch, self._queue = self._queue, []
-                runs._register_batch(batch)
-        if item.error is not None:
-            raise item.error
-        assert item.run is not None
-        return item.run
-
-
-_GROUPS: weakref.WeakKeyDictionary[index.Index, _GroupCommit] = weakref.WeakKeyDictionary()
-_GROUPS_LOCK = threading.Lock()
-
-
-def _group(store: Store) -> _GroupCommit:
-    with _GROUPS_LOCK:
-        group = _GROUPS.get(store.index)
-        if group is None:
-            group = _GROUPS[store.index] = _GroupCommit()
-        return group
-
-
 class Runs:
     """Deliveries, run events and claims of every agent in a store."""
 
@@ -466,7 +423,12 @@ class Runs:
 
     def register(self, agent_id: str, key: str, record: dict[str, Any]) -> Run:
         """Index the run of a delivery record (idempotent; batched with concurrent ones)."""
-        return _group(self.store).register(self, _Registration(agent_id, key, record))
+        item = _Registration(agent_id, key, record)
+        self.store.registrations.submit(item, self._register_batch)
+        if item.error is not None:
+            raise item.error
+        assert item.run is not None
+        return item.run
 
     def _register_in(self, conn: sqlite3.Connection, item: _Registration) -> Run:
         run_id = item.record["runId"]

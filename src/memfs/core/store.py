@@ -26,12 +26,13 @@ from typing import Any, ParamSpec, TypeVar
 
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.core.group_commit import GroupCommit
 from memfs.core.planner import Delete as Delete
 from memfs.core.planner import Move as Move
 from memfs.core.planner import Op as Op
 from memfs.core.planner import Put as Put
-from memfs.core.planner import States, written_row
 from memfs.core.planner import plan as plan_commit
+from memfs.core.planner import written_row
 from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
 from memfs.derived.worktree import WorkTree
@@ -148,6 +149,8 @@ class Store:
         durable.private_folder(data_dir)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
         self.index = Index(index_file or layout.index_path(data_dir))
+        # Concurrent run registrations share one index transaction (core.runs).
+        self.registrations: GroupCommit[Any] = GroupCommit()
         # True while this process rebuilds a deleted or replaced index (memfs.core.healing).
         self.index_rebuilding = False
         self.healed_inode: int | None = None  # the index file last checked against the log
@@ -374,9 +377,10 @@ class Store:
                         row = self._catch_up(conn, row)
                     else:
                         behind = row.revision
-                    plan = plan_commit(
-                        ops, self._states(conn, agent_id), memory_bytes=self.memory_bytes
+                    states = index.PathStates(
+                        conn, agent_id, lambda sha: self._read_blob(conn, agent_id, sha)
                     )
+                    plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
                     if not plan.changes and agent_name is None:
                         if behind is not None and self._has_entry(agent_id, behind + 1):
                             raise _LostRace
@@ -565,10 +569,6 @@ class Store:
                 raise Damaged(agent_id, key, "content is missing") from None
             contents[change.after] = verified(agent_id, change.after, data, key)
         return contents
-
-    def _states(self, conn: index.Connection, agent_id: str) -> States:
-        """What the planner reads: the index inside the commit's write transaction."""
-        return index.PathStates(conn, agent_id, lambda sha: self._read_blob(conn, agent_id, sha))
 
     # ---- reading -----------------------------------------------------------------
 
