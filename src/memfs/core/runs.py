@@ -91,10 +91,6 @@ class Run:
         }
 
 
-_COLUMNS = (
-    "agent_id, run_id, trigger_id, webhook_id, status, attempt, max_attempts, next_retry_at,"
-    " created_at, started_at, finished_at, exit_code, output, error, events, delivery_key"
-)
 
 
 def _prefix(agent_id: str) -> str:
@@ -193,8 +189,7 @@ def _event_bytes(event: dict[str, Any]) -> bytes:
     return json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
 
 
-_NAMES = [c.strip() for c in _COLUMNS.split(",")]
-_INSERT_RUN = f"INSERT OR REPLACE INTO runs({_COLUMNS}) VALUES({','.join('?' * len(_NAMES))})"
+_NAMES = index.RUN_FIELDS
 
 
 def _apply(
@@ -216,30 +211,25 @@ def _apply(
     )
     new = fold(current, event)
     values: list[Any] = [new.get(c) for c in _NAMES]
-    conn.execute(_INSERT_RUN, values)
+    index.put_run(conn, values)
     detail = {k: v for k, v in event.items() if k not in ("type", "at")}
-    conn.execute(
-        "INSERT OR IGNORE INTO run_steps VALUES(?,?,?,?,?,?,?,?)",
-        (
-            agent_id,
-            run_id,
-            seq,
-            int(event["at"]),
-            visible_at,
-            event["type"],
-            int(event.get("attempt", new.get("attempt", 0))),
-            json.dumps(detail, ensure_ascii=False),
-        ),
+    index.add_run_step(
+        conn,
+        agent_id,
+        run_id,
+        seq,
+        int(event["at"]),
+        visible_at,
+        event["type"],
+        int(event.get("attempt", new.get("attempt", 0))),
+        json.dumps(detail, ensure_ascii=False),
     )
     index.raise_clock(conn, visible_at)
     return Run(*values)
 
 
 def get_row(conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM runs WHERE agent_id=? AND run_id=?",
-        (agent_id, run_id),
-    ).fetchone()
+    row = index.run_row(conn, agent_id, run_id)
     return Run(*row) if row else None
 
 
@@ -533,21 +523,10 @@ class Runs:
         """The oldest ``limit`` runs with work to look at: queued, running (their owner
         may have died), and delayed ones whose retry time has come.
 
-        One query per status, each read in creation order from an index, then merged:
-        one query with the three ORed sorted every pending run on each poll of the
-        executor (5-8 ms with 5,000 queued)."""
-        wanted = (
-            ("status='queued'", ()),
-            ("status='running'", ()),
-            ("status='delayed' AND next_retry_at<=?", (now,)),
-        )
-        rows: list[Any] = []
+        One query per status, each read in creation order from an index, then merged
+        (``index.due_run_rows`` says why)."""
         with self.store.index.read() as conn:
-            for where, params in wanted:
-                rows += conn.execute(
-                    f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at LIMIT ?",
-                    (*params, limit),
-                ).fetchall()
+            rows = index.due_run_rows(conn, now, limit)
         runs = sorted((Run(*r) for r in rows), key=lambda run: run.created_at)
         return runs[:limit]
 
@@ -562,40 +541,15 @@ class Runs:
     ) -> list[Run]:
         if status is not None and status not in STATUSES:
             raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}", field="status")
-        where = "agent_id=?"
-        params: list[object] = [agent_id]
-        if trigger_id is not None:
-            where += " AND trigger_id=?"
-            params.append(trigger_id)
-        if status is not None:
-            where += " AND status=?"
-            params.append(status)
-        if after is not None:
-            where += " AND (created_at, run_id) > (?, ?)"
-            params += list(after)
         with self.store.index.read() as conn:
-            rows = conn.execute(
-                f"SELECT {_COLUMNS} FROM runs WHERE {where} ORDER BY created_at, run_id LIMIT ?",
-                (*params, limit),
-            ).fetchall()
+            rows = index.run_rows(
+                conn, agent_id, trigger_id=trigger_id, status=status, after=after, limit=limit
+            )
         return [Run(*r) for r in rows]
 
     def counts(self, agent_id: str) -> dict[str, Any]:
         with self.store.index.read() as conn:
-            rows = dict(
-                conn.execute(
-                    "SELECT status, COUNT(*) FROM runs WHERE agent_id=? GROUP BY status",
-                    (agent_id,),
-                ).fetchall()
-            )
-            last = conn.execute(
-                "SELECT MAX(finished_at) FROM runs WHERE agent_id=?", (agent_id,)
-            ).fetchone()[0]
-            retry = conn.execute(
-                "SELECT MIN(next_retry_at) FROM runs WHERE agent_id=? AND status='delayed'",
-                (agent_id,),
-            ).fetchone()[0]
-        return {"by_status": rows, "last_finished": last, "next_retry": retry}
+            return index.run_counts(conn, agent_id)
 
     def rescan(self) -> int:
         """Index every delivery and run event the index lacks (after a crash or reindex)."""
@@ -627,11 +581,7 @@ class Runs:
         is deleted, so a crash at any point leaves the run rebuildable from files.
         """
         with self.store.index.read() as conn:
-            rows = conn.execute(
-                "SELECT agent_id, run_id, delivery_key FROM runs WHERE delivery_key IS NOT NULL"
-                " AND status IN ('succeeded', 'failed') AND created_at < ?",
-                (now - retention_us,),
-            ).fetchall()
+            rows = index.finished_deliveries(conn, now - retention_us)
         for agent_id, run_id, key in rows:
             first = event_key(agent_id, run_id, 1)
             if not self.backend.exists(first):
@@ -643,10 +593,7 @@ class Runs:
                     self.backend.put_if_absent(first, _event_bytes(created_event(key, record)))
             self.backend.delete(key)
             with self.store.index.write() as conn:
-                conn.execute(
-                    "UPDATE runs SET delivery_key=NULL WHERE agent_id=? AND run_id=?",
-                    (agent_id, run_id),
-                )
+                index.forget_delivery(conn, agent_id, run_id)
         return len(rows)
 
 
