@@ -46,15 +46,9 @@ RULES: dict[str, set[str]] = {
     "testing": {"memfs.domain", "memfs.canonical", "memfs.derived", "memfs.core", "memfs.testing"},
 }
 
-# Edge imports of derived or canonical modules not yet moved behind a core function.
-# Each entry is a debt with its reason; the list only shrinks.
-ALLOWED_EXCEPTIONS = {
-    # The row types wire renders (and the listing page it re-exports) are the index's.
-    ("wire", "memfs.derived.index"),
-    ("http.app", "memfs.derived.index"),  # IndexGone is mapped to 503 at the edge
-    ("cli", "memfs.derived.index"),  # IndexGone is mapped to exit 1 in main
-    ("cli.memories", "memfs.derived.index"),  # ls pages on FolderEntry rows
-}
+# Imports a room's rule forbids but that wait for a core function: (module, imported),
+# each with its reason. Empty today; an entry added is a debt, and the list only shrinks.
+ALLOWED_EXCEPTIONS: set[tuple[str, str]] = set()
 
 WEB_STACK = ("starlette", "uvicorn", "httpx", "anthropic")
 WEB_ROOMS = {"http", "cli", "client", "integrations"}

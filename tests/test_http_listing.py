@@ -282,7 +282,7 @@ def test_sqlite_page_equals_rendered_rows(api: Api, depth_one: bool, limit: int)
                         depth_one=depth_one,
                         filters=filters,
                     )
-                assert fast == wire.listing_page(rows, more), (folder, filters, after)
+                assert fast == index.listing_page(rows, more), (folder, filters, after)
 
 
 def test_total_with_depth_one_counts_the_files_and_folders_listed(tmp_path: Path) -> None:

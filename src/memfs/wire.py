@@ -12,10 +12,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from memfs.core.store import Agent, Memory
-from memfs.derived.index import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
-from memfs.derived.index import listing_page as listing_page
 from memfs.domain.commits import Change, Commit, format_ts
 from memfs.domain.listing import listing_fields
+from memfs.domain.records import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
 
 _OP_LETTER = {"created": "A", "modified": "M", "deleted": "D", "renamed": "R"}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,6 @@ from memfs.cli import audit, backup, integrity, keys, memories, serve, webhooks
 from memfs.cli.base import EXIT_CODES, Parser, common_options
 from memfs.core import faults, healing, maintenance
 from memfs.core.store import Store
-from memfs.derived.index import IndexGone
 from memfs.errors import Damaged, MemfsError
 
 __all__ = ["EXIT_CODES", "build_parser", "main"]
@@ -109,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CODES.get(exc.code, 1)
     except BrokenPipeError:
         return 0
-    except (IndexGone, OSError, sqlite3.Error) as exc:
+    except faults.MACHINE_ERRORS as exc:
         translated = faults.translate(exc)
         if translated is None:
             raise

@@ -13,8 +13,8 @@ from memfs import wire
 from memfs.cli.base import Parser, command, memory_path, out, positive, read_input
 from memfs.core import maintenance
 from memfs.core.store import Store
-from memfs.derived.index import FolderEntry
 from memfs.domain.commits import format_ts
+from memfs.domain.records import FolderEntry
 from memfs.errors import InvalidRequest, MemfsError, NotFound
 
 # ---- agents ----------------------------------------------------------------------

@@ -13,6 +13,8 @@ import sqlite3
 from memfs.derived.index import IndexGone
 from memfs.errors import MemfsError, StorageError, Unavailable
 
+# What a machine failure may be raised as: an edge catches these and asks translate().
+MACHINE_ERRORS: tuple[type[BaseException], ...] = (IndexGone, OSError, sqlite3.Error)
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 # SQLite's primary result codes for the same conditions: FULL, IOERR, READONLY.
 _SQLITE_STORAGE = {13: errno.ENOSPC, 10: errno.EIO, 8: errno.EROFS}
@@ -43,3 +45,8 @@ def translate(exc: BaseException) -> MemfsError | None:
             " committed by this request. Free space or fix the disk, then retry"
         )
     return None
+
+
+def index_gone(exc: BaseException) -> bool:
+    """True if the index file was deleted or replaced: the caller starts its rebuild."""
+    return isinstance(exc, IndexGone)

@@ -32,7 +32,6 @@ from memfs.core.keys import AdminKey, KeyRing
 from memfs.core.runner import Runner
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
-from memfs.derived.index import IndexGone
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, tenant, triggers
 from memfs.http.context import Ctx, Services
@@ -147,7 +146,7 @@ class MemfsApp:
                 response = internal_error(request_id)
             else:
                 log.warning("request %s: %s (%r)", request_id, translated.message, exc)
-                if isinstance(exc, IndexGone):
+                if faults.index_gone(exc):
                     healing.rebuild_in_background(self.services.store)
                 response = error_response(translated, request_id)
         response.headers["Memfs-Request-Id"] = request_id

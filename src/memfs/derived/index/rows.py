@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from memfs.domain.content import Scalar
 from memfs.domain.listing import listing_fields
+from memfs.domain.records import AgentRow as AgentRow
+from memfs.domain.records import CommitRow as CommitRow
+from memfs.domain.records import FolderEntry as FolderEntry
+from memfs.domain.records import ListingJson as ListingJson
+from memfs.domain.records import MemoryRow as MemoryRow
+from memfs.domain.records import VersionRow as VersionRow
 
 Connection = sqlite3.Connection
 
@@ -16,59 +21,6 @@ Connection = sqlite3.Connection
 # Characters right after '/' and after U+10FFFF in bytewise UTF-8 order: a folder F
 # holds exactly the paths p with F + "/" < p < F + "0".
 _AFTER_SLASH = "0"
-
-
-@dataclass(frozen=True)
-class AgentRow:
-    agent_id: str
-    name: str
-    store_id: str
-    created_at: int
-    revision: int
-    last_ts: int
-
-
-@dataclass(frozen=True)
-class MemoryRow:
-    path: str
-    version: int
-    sha256: str
-    size: int
-    description: str | None
-    metadata: dict[str, Scalar]
-    created_at: int
-    updated_at: int
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    path: str
-    version: int
-    revision: int
-    operation: str
-    sha256: str | None
-    size: int
-    description: str | None
-    metadata: dict[str, Scalar]
-    valid_from: int
-    valid_to: int | None
-    actor: str
-    message: str
-
-
-@dataclass(frozen=True)
-class CommitRow:
-    revision: int
-    ts: int
-    visible_at: int
-    actor: str
-    message: str
-    changes: list[dict[str, object]]
-
-
-@dataclass(frozen=True)
-class FolderEntry:
-    path: str  # the folder, e.g. /memories/conventions
 
 
 class IndexGone(Exception):
@@ -150,13 +102,3 @@ def _version(row: Sequence[object]) -> VersionRow:
         actor=str(row[10]),
         message=str(row[11]),
     )
-
-
-@dataclass(frozen=True)
-class ListingJson:
-    """A page of ``list_memories`` with each memory already as JSON text."""
-
-    memories: bytes  # the memories' listing objects joined by "," (a JSON array's inside)
-    folders: list[str]  # depth-one subfolders, in order
-    last: str | None  # the page's last entry as an ``after``: a path, or a folder + "/"
-    more: bool
