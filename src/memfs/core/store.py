@@ -10,7 +10,6 @@ only then is the caller answered. HTTP, CLI and client all call these methods.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -19,7 +18,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -33,6 +32,8 @@ from memfs.core.planner import Op as Op
 from memfs.core.planner import Put as Put
 from memfs.core.planner import plan as plan_commit
 from memfs.core.planner import written_row
+from memfs.core.tree_commit import TreeCommit
+from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
 from memfs.derived.worktree import WorkTree
@@ -52,7 +53,6 @@ from memfs.errors import (
     InvalidRequest,
     MemfsError,
     NotFound,
-    SymlinkRefused,
 )
 
 log = logging.getLogger("memfs.store")
@@ -400,20 +400,17 @@ class Store:
                         agent_name=agent_name,
                     )
                     key = layout.log_key(agent_id, commit.revision)
-                    # The entry's fsyncs wait on the disk while this thread indexes the
-                    # commit; the index transaction commits only once the entry is
-                    # durable and ours (a lost race rolls it back).
-                    if self._publisher is None:
-                        self._publisher = ThreadPoolExecutor(1, "memfs-publish")
                     entry = commit.to_bytes()
-                    published = self._publisher.submit(self.backend.put_if_absent, key, entry)
-                    staged: dict[str, Path] = {}
-                    try:
+                    published = self._publish_entry(key, entry)
+                    # The tree is brought to the commit before the transaction commits
+                    # (published when the with ends; discarded on any error): a crash
+                    # after that commit but before the tree would leave a stale tree
+                    # that no catch-up repairs (the index would be up to date), and the
+                    # next writer of the path would take its file for a hand edit.
+                    with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
                         try:
                             index.apply_commit(conn, commit, ts, plan.contents, entry)
-                            # New tree files are made meanwhile too, and published only
-                            # once the commit stands.
-                            staged = self._stage_tree(commit, plan.contents)
+                            tree.stage()  # new tree files are made meanwhile too
                         finally:
                             won = published.result()
                             if won:
@@ -422,14 +419,6 @@ class Store:
                                 )
                         if not won:
                             raise _LostRace
-                    except BaseException:
-                        self._discard_tree(commit, staged)
-                        raise
-                    # The tree is brought to the commit before the transaction commits:
-                    # a crash after that commit but before the tree would leave a stale
-                    # tree that no catch-up repairs (the index would be up to date), and
-                    # the next writer of the path would take its file for a hand edit.
-                    self._update_tree(commit, plan.contents, staged)
                     if self.on_commit is not None:
                         self.on_commit()
                     row_after = written_row(plan, commit, read_back)
@@ -472,7 +461,7 @@ class Store:
         entry: bytes,
     ) -> None:
         index.apply_commit(conn, commit, visible_at, contents, entry)
-        self._update_tree(commit, contents)
+        publish_tree(self._tree(commit.agent_id), commit, contents, None)
 
     def _refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
         """A symlink on the way to a path a commit touches (or as the agent's folder or
@@ -488,38 +477,14 @@ class Store:
     def _tree(self, agent_id: str) -> WorkTree:
         return WorkTree(layout.worktree_root(self.data_dir, agent_id))
 
-    def _stage_tree(self, commit: Commit, contents: dict[str, bytes]) -> dict[str, Path]:
-        """Temp files holding the tree files ``commit`` writes, by memory path."""
-        tree = self._tree(commit.agent_id)
-        staged: dict[str, Path] = {}
-        for change in commit.changes:
-            data = contents.get(change.after) if change.after else None
-            if data is not None:
-                tmp = tree.stage(change.path, data)
-                if tmp is not None:
-                    staged[change.path] = tmp
-        return staged
-
-    def _discard_tree(self, commit: Commit, staged: dict[str, Path]) -> None:
-        tree = self._tree(commit.agent_id)
-        for tmp in staged.values():
-            with contextlib.suppress(OSError):
-                tree.discard(tmp)
-
-    def _update_tree(
-        self, commit: Commit, contents: dict[str, bytes], staged: dict[str, Path] | None = None
-    ) -> None:
-        tree = self._tree(commit.agent_id)
-        for change in commit.changes:
-            try:
-                data = contents.get(change.after) if change.after else None
-                tmp = staged.get(change.path) if staged else None
-                tree.update(change.path, change.before, change.after, data, commit.revision, tmp)
-            except (OSError, SymlinkRefused) as exc:
-                # The tree is derived: the commit stands, and fsck --repair restores it.
-                log.warning(
-                    "working tree of %s not updated at %s: %s", commit.agent_id, change.path, exc
-                )
+    def _publish_entry(self, key: str, entry: bytes) -> Future[bool]:
+        """Create log entry N+1 with create-if-absent: the commit point. It runs on the
+        publisher thread, so its fsyncs wait on the disk while the caller indexes the
+        commit; the caller's index transaction commits only once it is durable and ours
+        (a lost race rolls it back)."""
+        if self._publisher is None:
+            self._publisher = ThreadPoolExecutor(1, "memfs-publish")
+        return self._publisher.submit(self.backend.put_if_absent, key, entry)
 
     def _catch_up(self, conn: index.Connection, row: AgentRow) -> AgentRow:
         """Apply log entries past the index's revision (left by a crashed writer)."""
