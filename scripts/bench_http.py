@@ -98,7 +98,7 @@ bare_app = Starlette(
 
 
 def serve_bare(port: int, workers: int) -> None:
-    """Serve ``bare_app`` with the uvicorn arguments of ``memfs.serve.run``."""
+    """Serve ``bare_app`` with the uvicorn arguments of ``memfs.cli.serve.run``."""
     benchkit.serve_bare("bench_http:bare_app", port, workers)
 
 
@@ -205,7 +205,7 @@ def run_asyncio(
 
 def store_commit_rate(folder: Path, seconds: float, limit: int = 20_000) -> tuple[float, float]:
     """Sequential ``Store.write`` of 2 KiB memories: (commits/s, p50 ms)."""
-    from memfs.store import Store
+    from memfs.core.store import Store
 
     store = Store(folder)
     try:
@@ -232,7 +232,7 @@ def store_commit_rate(folder: Path, seconds: float, limit: int = 20_000) -> tupl
 
 def prepare(data: Path) -> tuple[str, str]:
     """The agent, 1k memories in ``big/`` and a 2 KiB memory; (GET path, list path)."""
-    from memfs.store import Put, Store
+    from memfs.core.store import Put, Store
 
     store = Store(data)
     try:

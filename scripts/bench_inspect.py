@@ -36,11 +36,11 @@ from typing import Any
 import benchkit
 from benchkit import Report, ms, say
 
-from memfs import inspect as inspect_mod
-from memfs.commits import parse_ts
-from memfs.store import Put, Store
-from memfs.tokens import Signer
-from memfs.worktree import WorkTree
+from memfs.core import inspect as inspect_mod
+from memfs.core.store import Put, Store
+from memfs.core.tokens import Signer
+from memfs.derived.worktree import WorkTree
+from memfs.domain.commits import parse_ts
 
 AGENTS = {"small": "bench/small", "big": "bench/big"}
 ACTOR = "bench"

@@ -44,9 +44,9 @@ from benchkit import Report, ms, say
 from benchkit import median as p50
 from benchkit import quantile as pct
 
-from memfs import maintenance
-from memfs.index import FolderEntry
-from memfs.store import Put, Store
+from memfs.core import maintenance
+from memfs.core.store import Put, Store
+from memfs.derived.index import FolderEntry
 
 ACTOR = "bench"
 PER_TOPIC = 100  # memories per second-level folder

@@ -66,7 +66,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from memfs import config
-from memfs.backend import Backend
+from memfs.canonical.backend import Backend
 from memfs.http.app import build
 
 AGENT = "bench/hooks"
@@ -139,7 +139,7 @@ floor_app = Starlette(
 
 
 def serve_bare(port: int, workers: int) -> None:
-    """Serve ``bare_app`` with the uvicorn arguments of ``memfs.serve.run``."""
+    """Serve ``bare_app`` with the uvicorn arguments of ``memfs.cli.serve.run``."""
     benchkit.serve_bare("bench_webhooks:bare_app", port, workers)
 
 

@@ -312,7 +312,7 @@ def start_bare(script: str, workers: int, logs: Path, ready_path: str) -> Server
 
 
 def serve_bare(app: str, port: int, workers: int) -> None:
-    """Serve ``app`` (``module:attribute``) with the uvicorn arguments of ``memfs.serve.run``."""
+    """Serve ``app`` (``module:attribute``) with the uvicorn arguments of ``memfs.cli.serve.run``."""
     import uvicorn
 
     uvicorn.run(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.store import Store
+from memfs.core.store import Store
 
 AGENT_ID = "users/alice/assistant"
 

@@ -1,5 +1,5 @@
-"""The Backend contract, one suite for every implementation, plus LocalBackend's
-claims about real processes racing on one key."""
+"""The Backend contract (memfs.testing.backend_contract) run for every implementation,
+plus LocalBackend's claims about real processes racing on one key."""
 
 from __future__ import annotations
 
@@ -11,170 +11,25 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memfs.backend import Backend, LocalBackend, MemoryBackend, MissingObject
-from memfs.durable import TEMP_PREFIX
+from memfs.canonical.backend import Backend, LocalBackend, MemoryBackend
+from memfs.canonical.durable import TEMP_PREFIX
+from memfs.testing.backend_contract import BackendContract, utf8_sorted
 
 
-def _utf8_sorted(keys: list[str] | set[str]) -> list[str]:
-    return sorted(keys, key=lambda k: k.encode())
-
-
-@pytest.fixture(params=["memory", "local"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    if request.param == "memory":
+class TestMemoryBackend(BackendContract):
+    def make_backend(self, tmp_path: Path) -> Backend:
         return MemoryBackend()
-    return LocalBackend(tmp_path / "objects")
 
 
-# ---- the contract -----------------------------------------------------------------
-
-
-def test_put_if_absent_creates_once_and_keeps_the_first_bytes(backend: Backend) -> None:
-    assert backend.put_if_absent("a/b/c.json", b"first") is True
-    assert backend.put_if_absent("a/b/c.json", b"second") is False
-    assert backend.get("a/b/c.json") == b"first"
-
-
-def test_get_returns_exact_bytes(backend: Backend) -> None:
-    data = bytes(range(256)) * 3 + b"\r\n\x00"
-    backend.put_if_absent("k", data)
-    assert backend.get("k") == data
-    backend.put_if_absent("empty", b"")
-    assert backend.get("empty") == b""
-
-
-def test_missing_object(backend: Backend) -> None:
-    with pytest.raises(MissingObject):
-        backend.get("nothing/here")
-    backend.put_if_absent("file", b"x")
-    backend.put_if_absent("dir/inner", b"y")
-    # Below an object, and a "folder" that only holds objects, are not objects either.
-    with pytest.raises(MissingObject):
-        backend.get("file/below")
-    with pytest.raises(MissingObject):
-        backend.get("dir")
-
-
-def test_exists(backend: Backend) -> None:
-    assert not backend.exists("a/x")
-    backend.put_if_absent("a/x", b"1")
-    assert backend.exists("a/x")
-    assert not backend.exists("a")  # a prefix is not an object
-    assert not backend.exists("a/x/y")
-
-
-# Keys where bytewise order differs from naive per-folder order: '-' < '.' < '/' <
-# '0', and non-ASCII names sort after every ASCII one.
-TRICKY_KEYS = [
-    "a!",
-    "a-c",
-    "a.b",
-    "a.b.c/d",
-    "a/x",
-    "a/y/z",
-    "a/yy",
-    "a/é",
-    "a0",
-    "ab",
-    "b",
-    "z/\u00e9t\u00e9",
-    "\u00e9/1",
-    "\U0001f600/smile",
-    "\uffff",
-]
-
-
-def test_list_in_bytewise_order(backend: Backend) -> None:
-    for key in reversed(TRICKY_KEYS):
-        backend.put_if_absent(key, key.encode())
-    expected = _utf8_sorted(TRICKY_KEYS)
-    assert list(backend.list("")) == expected
-    assert list(backend.list("a")) == [k for k in expected if k.startswith("a")]
-    assert list(backend.list("a/")) == ["a/x", "a/y/z", "a/yy", "a/é"]
-    assert list(backend.list("a/y")) == ["a/y/z", "a/yy"]
-    assert list(backend.list("a.b")) == ["a.b", "a.b.c/d"]
-    assert list(backend.list("\u00e9")) == ["\u00e9/1"]
-    assert list(backend.list("nope/")) == []
-    assert list(backend.list("b/")) == []  # "b" is an object, not a folder
-
-
-def test_list_start_after(backend: Backend) -> None:
-    for key in TRICKY_KEYS:
-        backend.put_if_absent(key, b"")
-    expected = _utf8_sorted(TRICKY_KEYS)
-    for i, key in enumerate(expected):
-        assert list(backend.list("", start_after=key)) == expected[i + 1 :], key
-    # start_after need not be a key, and may name a folder or lie inside one.
-    assert list(backend.list("", start_after="a/")) == expected[expected.index("a/x") :]
-    assert list(backend.list("", start_after="a/y/")) == expected[expected.index("a/y/z") :]
-    assert list(backend.list("", start_after="a/z")) == expected[expected.index("a/é") :]
-    assert list(backend.list("", start_after="a/\U0010ffff")) == expected[expected.index("a0") :]
-    assert list(backend.list("a/", start_after="a/x")) == ["a/y/z", "a/yy", "a/é"]
-    assert list(backend.list("a/", start_after="0")) == ["a/x", "a/y/z", "a/yy", "a/é"]
-    assert list(backend.list("a/", start_after="b")) == []
-    assert list(backend.list("", start_after=expected[-1])) == []
-    assert expected[-1] == "\U0001f600/smile"  # 4-byte UTF-8 sorts after U+FFFF
-
-
-def test_delete_is_idempotent(backend: Backend) -> None:
-    backend.put_if_absent("a/b", b"1")
-    backend.put_if_absent("a/c", b"2")
-    backend.delete("a/b")
-    assert not backend.exists("a/b")
-    with pytest.raises(MissingObject):
-        backend.get("a/b")
-    backend.delete("a/b")
-    backend.delete("never/was")
-    backend.delete("a")  # a folder is not an object: nothing happens
-    assert list(backend.list("")) == ["a/c"]
-    # A deleted key can be created again (erasure, then a new agent of the same id).
-    assert backend.put_if_absent("a/b", b"3") is True
-    assert backend.get("a/b") == b"3"
-
-
-INVALID_KEYS = [
-    "",
-    "/abs",
-    "trailing/",
-    "a//b",
-    ".",
-    "..",
-    "../escape",
-    "a/../b",
-    "a/./b",
-    "nul\x00byte",
-    TEMP_PREFIX + "x",
-    f"a/{TEMP_PREFIX}1/b",
-]
-
-
-@pytest.mark.parametrize("key", INVALID_KEYS)
-def test_invalid_keys_are_refused(backend: Backend, key: str) -> None:
-    operations: list[Callable[[], object]] = [
-        lambda: backend.put_if_absent(key, b"x"),
-        lambda: backend.get(key),
-        lambda: backend.exists(key),
-        lambda: backend.delete(key),
-    ]
-    for operation in operations:
-        with pytest.raises(ValueError):
-            operation()
-    assert list(backend.list("")) == []
-
-
-def test_list_with_a_malformed_prefix_finds_nothing(backend: Backend, tmp_path: Path) -> None:
-    (tmp_path / "outside.txt").write_bytes(b"not an object")
-    backend.put_if_absent("a/x", b"")
-    backend.put_if_absent("0", b"")
-    for prefix in ["//", "a//", "../", "../outside", "./", "a/../", "a/./"]:
-        assert list(backend.list(prefix)) == [], prefix
+class TestLocalBackend(BackendContract):
+    def make_backend(self, tmp_path: Path) -> Backend:
+        return LocalBackend(tmp_path / "objects")
 
 
 _SEGMENT = st.text(alphabet="ab.-/0é", min_size=1, max_size=6)
@@ -197,7 +52,7 @@ def _no_file_folder_clash(keys: set[str]) -> bool:
 )
 def test_list_matches_a_sorted_filter(keys: set[str], prefix: str, start_after: str) -> None:
     expected = [
-        k for k in _utf8_sorted(keys) if k.startswith(prefix) and k.encode() > start_after.encode()
+        k for k in utf8_sorted(keys) if k.startswith(prefix) and k.encode() > start_after.encode()
     ]
     with tempfile.TemporaryDirectory() as tmp:
         for backend in (MemoryBackend(), LocalBackend(Path(tmp))):
@@ -223,7 +78,7 @@ _COMMON = textwrap.dedent(
     """
     import hashlib, json, os, sys, time
     from pathlib import Path
-    from memfs.backend import LocalBackend, MissingObject
+    from memfs.canonical.backend import LocalBackend, MissingObject
 
     SIZE = {size}
     ROUNDS = {rounds}

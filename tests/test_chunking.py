@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memfs.chunking import Chunk, split_chunks
+from memfs.domain.chunking import Chunk, split_chunks
 
 
 def headings(chunks: list[Chunk]) -> list[str | None]:

@@ -36,8 +36,9 @@ from typing import Any
 
 import pytest
 
-from memfs import cli, layout
-from memfs.store import Store
+from memfs import cli
+from memfs.canonical import layout
+from memfs.core.store import Store
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 WAIT = 120  # seconds per command; generous for a loaded machine

@@ -7,7 +7,7 @@ folder, as design §4 promises ("safely beside a running server"); ``--data`` co
 first because ``--command`` takes the rest of the line. Independent commands run in
 parallel batches to keep the module short. The server's HTTP API (admin key) is used
 only to wait for runs and to compare with what the CLI shows; deliveries signed with
-an old secret are posted with httpx and ``memfs.webhook_verify.sign``, as a sender
+an old secret are posted with httpx and ``memfs.domain.webhook_verify.sign``, as a sender
 would. Each test has an agent of its own.
 
 Covered:
@@ -44,8 +44,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from memfs import layout
-from memfs.webhook_verify import generate_secret, parse_secret, sign
+from memfs.canonical import layout
+from memfs.domain.webhook_verify import generate_secret, parse_secret, sign
 from servers_real import RealServer, free_port
 
 WAIT = 60.0  # seconds per command and per run to end; generous for a loaded machine

@@ -30,8 +30,9 @@ import pytest
 
 from commands import child_python, shared_folder
 from http_fixtures import AGENT, Api, agent_url, assert_error, open_api
-from memfs import layout, sandbox
-from memfs.webhook_verify import sign
+from memfs.canonical import layout
+from memfs.core import sandbox
+from memfs.domain.webhook_verify import sign
 from servers_real import ADMIN_KEY, RealServer, memfs_cli
 
 COMMAND = {"type": "command", "argv": ["sh", "-c", "true"], "timeoutSeconds": 5}
@@ -287,7 +288,7 @@ def alive(pid: int) -> bool:
 
 def test_the_server_makes_itself_non_dumpable(tmp_path: Path) -> None:
     probe = (
-        "from memfs import sandbox; before = sandbox.is_dumpable(); "
+        "from memfs.core import sandbox; before = sandbox.is_dumpable(); "
         "sandbox.harden_server(); print(before, sandbox.is_dumpable())"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

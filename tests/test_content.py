@@ -6,9 +6,9 @@ import hashlib
 
 import pytest
 
-from memfs.content import metadata_text, parse
+from memfs.core.store import Store
+from memfs.domain.content import metadata_text, parse
 from memfs.errors import InvalidRequest, PayloadTooLarge
-from memfs.store import Store
 
 LIMIT = 100 * 1024
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from memfs import durable, layout
+from memfs.canonical import durable, layout
+from memfs.core.store import Store
+from memfs.derived.worktree import WorkTree
 from memfs.errors import Conflict, NotFound
-from memfs.store import Store
-from memfs.worktree import WorkTree
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 AGENT = "crash/agent"  # as in helpers/crash_child.py
@@ -257,8 +257,8 @@ def test_create_agent_adopts_a_record_left_by_a_crash(tmp_path: Path) -> None:
     script = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from memfs import index\n"
-        "from memfs.store import Store\n"
+        "from memfs.derived import index\n"
+        "from memfs.core.store import Store\n"
         "def die(*a, **k):\n"
         "    os.kill(os.getpid(), 9)\n"
         "index.put_agent = die\n"  # dies right after the record was published
@@ -298,7 +298,7 @@ def test_stray_temp_files_are_never_entries(tmp_path: Path) -> None:
     script = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from memfs.store import Store\n"
+        "from memfs.core.store import Store\n"
         "real = os.link\n"
         "def die_before_publishing(src, dst, *args, **kwargs):\n"
         # objects are published relative to their folder's fd (dst_dir_fd)

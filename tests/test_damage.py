@@ -13,8 +13,9 @@ from urllib.parse import quote
 
 import httpx
 
-from memfs import layout, maintenance
-from memfs.durable import TEMP_PREFIX
+from memfs.canonical import layout
+from memfs.canonical.durable import TEMP_PREFIX
+from memfs.core import maintenance
 from servers_real import memfs_cli, running
 
 BIG = ("# big\n" + "x" * 40_000 + "\n").encode()  # stored as a blob, not inline

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from memfs import config, maintenance
+from memfs import config
+from memfs.core import maintenance
+from memfs.core.runs import TERMINAL, Run, Runs, delivery_key
+from memfs.core.store import Store
 from memfs.errors import Conflict, InvalidRequest, NotFound
-from memfs.runs import TERMINAL, Run, Runs, delivery_key
-from memfs.store import Store
 
 HOUR_US = 3600 * 1_000_000
 RETENTION_US = 72 * HOUR_US

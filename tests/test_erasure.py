@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from http_fixtures import agent_url, memory_url, open_api
-from memfs.webhook_verify import sign
+from memfs.domain.webhook_verify import sign
 from servers_real import RealServer
 
 ERASED = "users/alice/assistant"

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from memfs.commits import parse_ts
-from memfs.paths import agent_dir_name
-from memfs.store import Agent, Delete, Put, Store
+from memfs.core.store import Agent, Delete, Put, Store
+from memfs.domain.commits import parse_ts
+from memfs.domain.paths import agent_dir_name
 
 ALICE = "users/alice"
 ALICE_X = "users/alice/x"

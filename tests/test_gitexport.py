@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from memfs.domain.gitexport import GitCommit, write_fast_import
 from memfs.errors import InvalidRequest
-from memfs.gitexport import GitCommit, write_fast_import
 
 T0 = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 T0_SECONDS = 1735787045

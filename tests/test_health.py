@@ -20,9 +20,9 @@ from standardwebhooks import Webhook
 from starlette.testclient import TestClient
 
 from http_fixtures import AGENT, Api, agent_url, assert_error, enc, open_api, settings
-from memfs import layout
+from memfs.canonical import layout
+from memfs.core.store import Store
 from memfs.http.app import build
-from memfs.store import Store
 
 SECRET_AGENT = "tenants/zqx-distinct-owner/agent-7731"
 SECRET_PATH = "/memories/private/zqx-distinctive-note.md"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from http_fixtures import AGENT, Api, agent_url, assert_error, memory_url, open_api
-from memfs.webhook_verify import sign
+from memfs.domain.webhook_verify import sign
 
 
 @pytest.fixture

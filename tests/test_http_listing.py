@@ -7,7 +7,7 @@ control characters, NUL, null and empty descriptions, paths in tricky byte order
 timestamps at the edges of the calendar — and after an index of schema 1 is upgraded.
 
 The reference is the rendering the listing had before: ``Store.list_memories`` rows
-through ``render.listing_json`` into Starlette's ``JSONResponse`` encoding.
+through ``wire.listing_json`` into Starlette's ``JSONResponse`` encoding.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 from http_fixtures import AGENT, Api, agent_url, open_api
-from memfs import index, render
-from memfs.commits import format_ts
-from memfs.index import FolderEntry, MemoryRow
+from memfs import wire
+from memfs.derived import index
+from memfs.derived.index import FolderEntry, MemoryRow
+from memfs.domain.commits import format_ts
 
 LIST = agent_url(rest="/memories")
 PAGE_ITEMS = 4  # small, so that walks cross pages and larger limits are coerced
@@ -101,7 +102,7 @@ def _reference(
         filters=filters,
     )
     body: dict[str, object] = {
-        "memories": [render.listing_json(i) for i in items if isinstance(i, MemoryRow)],
+        "memories": [wire.listing_json(i) for i in items if isinstance(i, MemoryRow)],
         "folders": [i.path for i in items if isinstance(i, FolderEntry)],
     }
     if params.get("includeTotal") == "true":
@@ -281,7 +282,7 @@ def test_sqlite_page_equals_rendered_rows(api: Api, depth_one: bool, limit: int)
                         depth_one=depth_one,
                         filters=filters,
                     )
-                assert fast == render.listing_page(rows, more), (folder, filters, after)
+                assert fast == index.listing_page(rows, more), (folder, filters, after)
 
 
 def test_total_with_depth_one_counts_the_files_and_folders_listed(tmp_path: Path) -> None:

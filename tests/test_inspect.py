@@ -27,13 +27,13 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-import memfs.tokens
-from memfs.commits import format_ts, now_us, parse_ts
+import memfs.core.tokens
 from memfs.config import Settings
+from memfs.core.runner import Runner
+from memfs.core.store import Put, Store
+from memfs.domain.commits import format_ts, now_us, parse_ts
+from memfs.domain.webhook_verify import sign
 from memfs.http.app import MemfsApp, build
-from memfs.runner import Runner
-from memfs.store import Put, Store
-from memfs.webhook_verify import sign
 
 ADMIN_KEY = "test-admin-key-123456"
 AGENT = "users/alice"
@@ -646,9 +646,9 @@ def test_tokens_refused_when_altered_foreign_or_expired(
     assert api.inspect({"graph": {"nodePageToken": node}})["graph"]["nodes"]  # still good
 
     now = time.time()
-    monkeypatch.setattr(memfs.tokens, "time", types.SimpleNamespace(time=lambda: now + 23 * 3600))
+    monkeypatch.setattr(memfs.core.tokens, "time", types.SimpleNamespace(time=lambda: now + 23 * 3600))
     assert api.inspect({"graph": {"nodePageToken": node}})["graph"]["nodes"]
-    monkeypatch.setattr(memfs.tokens, "time", types.SimpleNamespace(time=lambda: now + 25 * 3600))
+    monkeypatch.setattr(memfs.core.tokens, "time", types.SimpleNamespace(time=lambda: now + 25 * 3600))
     refused({"graph": {"nodePageToken": node}})
     refused({"log": {"pageToken": log}})
 

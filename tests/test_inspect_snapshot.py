@@ -30,8 +30,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from memfs.commits import format_ts, parse_ts
-from memfs.links import extract_links
+from memfs.domain.commits import format_ts, parse_ts
+from memfs.domain.links import extract_links
 from servers_real import RealServer
 
 SCOPE = "users/alice"
@@ -69,7 +69,7 @@ WRITER = textwrap.dedent(
             r = client.delete(base + path[len("/memories/"):])
             assert r.status_code == 204, r.text
     else:
-        from memfs.store import Store
+        from memfs.core.store import Store
 
         store = Store(Path(target))
 

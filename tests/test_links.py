@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memfs.links import extract_links
+from memfs.domain.links import extract_links
 
 SOURCE = "/memories/a/b.md"
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memfs.backend import MemoryBackend
-from memfs.index import FolderEntry, MemoryRow
-from memfs.store import Delete, Put, Store
+from memfs.canonical.backend import MemoryBackend
+from memfs.core.store import Delete, Put, Store
+from memfs.derived.index import FolderEntry, MemoryRow
 
 ACTOR = "test"
 _agents = itertools.count()

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from memfs import layout
-from memfs.backend import MemoryBackend
-from memfs.commits import MODIFIED, Change, Commit, now_us
+from memfs.canonical import layout
+from memfs.canonical.backend import MemoryBackend
+from memfs.core.store import Store
+from memfs.domain.commits import MODIFIED, Change, Commit, now_us
 from memfs.errors import PreconditionFailed
-from memfs.store import Store
 
 AGENT = "users/alice/assistant"
 PATH = "/memories/plan.md"

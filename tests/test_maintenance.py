@@ -15,11 +15,13 @@ from typing import Any
 
 import pytest
 
-from memfs import healing, layout, maintenance, paths
-from memfs.durable import TEMP_PREFIX
+from memfs.canonical import layout
+from memfs.canonical.durable import TEMP_PREFIX
+from memfs.core import healing, maintenance
+from memfs.core.store import Store
+from memfs.derived.index import FolderEntry, MemoryRow
+from memfs.domain import paths
 from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
-from memfs.index import FolderEntry, MemoryRow
-from memfs.store import Store
 
 ACTOR = "test"
 BIG = ("# big\n" + "line with ü\n" * 2000).encode()

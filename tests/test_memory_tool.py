@@ -14,8 +14,8 @@ from anthropic.tools import BetaLocalFilesystemMemoryTool
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memfs.domain.memory_tool import ToolResult, execute
 from memfs.errors import Conflict, InvalidRequest, NotFound
-from memfs.memory_tool import ToolResult, execute
 
 ROOT = "/memories"
 _BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")

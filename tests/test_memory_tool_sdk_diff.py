@@ -29,7 +29,7 @@ import pytest
 from anthropic.tools import BetaLocalFilesystemMemoryTool
 
 from http_fixtures import Api, agent_url, open_api
-from memfs.content import parse
+from memfs.domain.content import parse
 from memfs.errors import InvalidRequest
 from memfs.http.command import FIELDS
 from memfs.http.openapi_components import COMMANDS

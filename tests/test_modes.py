@@ -16,9 +16,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 from http_fixtures import agent_url, memory_url
-from memfs import layout
-from memfs.keys import admin_key
-from memfs.webhook_verify import sign
+from memfs.canonical import layout
+from memfs.core.keys import admin_key
+from memfs.domain.webhook_verify import sign
 from servers_real import RealServer, memfs_cli
 
 AGENT = "users/alice/assistant"

@@ -44,13 +44,13 @@ from schemathesis.python.asgi import shutdown_lifespans
 from starlette.testclient import TestClient
 
 from memfs.config import Settings
+from memfs.core.runs import Runs
+from memfs.core.triggers import Triggers
+from memfs.domain.webhook_verify import sign
 from memfs.errors import NotFound
 from memfs.http.app import ROUTES, MemfsApp, build
 from memfs.http.openapi import OPERATIONS, openapi_path, spec, undocumented
 from memfs.http.routing import Route
-from memfs.runs import Runs
-from memfs.triggers import Triggers
-from memfs.webhook_verify import sign
 
 ADMIN_KEY = "test-admin-key-123456"
 AGENT = "users/alice/assistant"

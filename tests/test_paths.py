@@ -6,9 +6,9 @@ import unicodedata
 
 import pytest
 
-from memfs import paths
+from memfs.core.store import Store
+from memfs.domain import paths
 from memfs.errors import InvalidRequest
-from memfs.store import Store
 
 # ---- agent ids ---------------------------------------------------------------------
 

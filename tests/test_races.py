@@ -27,8 +27,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from memfs import durable, layout
-from memfs.store import Store
+from memfs.canonical import durable, layout
+from memfs.core.store import Store
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 WAIT = 180  # seconds; generous for a loaded 2-core machine
@@ -247,7 +247,7 @@ def test_racing_agent_creation_has_one_winner(tmp_path: Path) -> None:
 def test_processes_opening_a_new_data_folder_together_all_succeed(tmp_path: Path) -> None:
     """The first opening switches the new index to WAL, which needs it exclusively;
     processes that open it at the same moment wait instead of failing with "locked"."""
-    code = "import pathlib, sys; from memfs.store import Store; Store(pathlib.Path(sys.argv[1]))"
+    code = "import pathlib, sys; from memfs.core.store import Store; Store(pathlib.Path(sys.argv[1]))"
     for round_ in range(8):
         data = tmp_path / f"data{round_}"
         children = [

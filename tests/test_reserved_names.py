@@ -23,14 +23,15 @@ import pytest
 from starlette.testclient import TestClient
 
 from http_fixtures import AGENT, Api, agent_url, assert_error, memory_url, open_api, settings
-from memfs import layout, paths
-from memfs.commits import format_ts, parse_ts
+from memfs.canonical import layout
+from memfs.core.runner import memory_path
+from memfs.core.store import Store
+from memfs.core.triggers import DEFAULT_PATH, Trigger
+from memfs.domain import paths
+from memfs.domain.commits import format_ts, parse_ts
+from memfs.domain.webhook_verify import sign
 from memfs.errors import InvalidRequest
 from memfs.http.app import build
-from memfs.runner import memory_path
-from memfs.store import Store
-from memfs.triggers import DEFAULT_PATH, Trigger
-from memfs.webhook_verify import sign
 
 GIT_NAMES = [".git", ".GIT", ".Git.", ".git ", ".git. .", "git~1", "GIT~1", "git~1."]
 

@@ -24,11 +24,11 @@ import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from memfs import layout
+from memfs.canonical import layout
+from memfs.core.store import Store
+from memfs.derived.worktree import WorkTree
+from memfs.domain.paths import memory_path
 from memfs.errors import Conflict, InvalidRequest, PayloadTooLarge
-from memfs.paths import memory_path
-from memfs.store import Store
-from memfs.worktree import WorkTree
 
 AGENT = "round/trip"
 LIMIT = 100 * 1024

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from memfs.store import Put, Store
+from memfs.core.store import Put, Store
 from servers_real import RealServer, headers, memfs_cli, running
 
 AGENT = "users/alice/assistant"

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import httpx
 
 from commands import child_python, shared_folder
-from memfs.webhook_verify import sign
+from memfs.domain.webhook_verify import sign
 from servers_real import RealServer, headers
 
 AGENT = "team/a"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from http_fixtures import Api, memory_url, open_api
-from memfs import index
+from memfs.derived import index
 
 MARKDOWN = {"Content-Type": "text/markdown"}
 

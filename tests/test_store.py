@@ -14,13 +14,33 @@ from typing import Any
 
 import pytest
 
-import memfs.backend
-import memfs.store
-from memfs import layout
-from memfs.commits import CREATED, MODIFIED, Change, Commit, parse_ts
+import memfs.canonical.backend
+import memfs.core.store
+from memfs.canonical import layout
+from memfs.core.store import Delete, Move, Put, Store
+from memfs.derived.index import MemoryRow
+from memfs.domain.commits import CREATED, MODIFIED, Change, Commit, parse_ts
 from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
-from memfs.index import MemoryRow
-from memfs.store import Delete, Move, Put, Store
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every Store test runs on each backend, but those marked ``on_disk`` (they read
+    the data folder's files: the on-disk format is LocalBackend's alone)."""
+    if "store" in metafunc.fixturenames:
+        on_disk = metafunc.definition.get_closest_marker("on_disk") is not None
+        metafunc.parametrize("store", ["local"] if on_disk else ["local", "memory"], indirect=True)
+
+
+@pytest.fixture
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A Store on ``tmp_path / "data"`` with the backend of the test's parameter."""
+    backend = memfs.canonical.backend.MemoryBackend() if request.param == "memory" else None
+    opened = Store(tmp_path / "data", backend=backend)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
 
 A = "/memories/a.md"
 B = "/memories/b.md"
@@ -66,8 +86,13 @@ def log_files(store: Store, agent_id: str) -> list[Path]:
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
+def log_keys(store: Store, agent_id: str) -> list[str]:
+    """The agent's log entries through its backend (the files above, on LocalBackend)."""
+    return [k for k in store.backend.list(layout.log_prefix(agent_id)) if k.endswith(".json")]
+
+
 def log_entries(store: Store, agent_id: str) -> list[dict[str, Any]]:
-    return [json.loads(p.read_bytes()) for p in log_files(store, agent_id)]
+    return [json.loads(store.backend.get(k)) for k in log_keys(store, agent_id)]
 
 
 def index_rows(store: Store, agent_id: str) -> dict[str, int]:
@@ -93,7 +118,7 @@ def test_create_and_get_agent(store: Store) -> None:
     assert got == made
     assert re.fullmatch(r"[0-9a-f-]{36}", got.memory_store_id)
     # The canonical record is on disk, beside the (empty) working tree.
-    record = json.loads((store.data_dir / layout.agent_key(made.agent_id)).read_bytes())
+    record = json.loads(store.backend.get(layout.agent_key(made.agent_id)))
     assert record["agentId"] == made.agent_id
     assert record["memoryStoreId"] == made.memory_store_id
     assert tree_root(store, made.agent_id).is_dir()
@@ -183,7 +208,7 @@ def test_recreate_after_erase_starts_fresh(store: Store, agent: str) -> None:
     assert result.revision == 1
     assert result.memory.version == 1
     assert [v.version for v in store.versions(agent, A)] == [1]
-    assert len(log_files(store, agent)) == 1
+    assert len(log_keys(store, agent)) == 1
     assert tree_files(store, agent) == {A: b"new"}
 
 
@@ -258,7 +283,7 @@ def test_if_match(store: Store, agent: str) -> None:
     assert caught.value.field == "If-Match"
     assert store.read(agent, A).content == b"one"
     assert store.get_agent(agent).revision == 1
-    assert len(log_files(store, agent)) == 1
+    assert len(log_keys(store, agent)) == 1
     assert tree_files(store, agent) == {A: b"one"}
 
     ok = store.write(agent, A, b"two", if_match=sha(b"one"), actor=ACTOR)
@@ -288,7 +313,7 @@ def test_identical_content_is_a_no_op(store: Store, agent: str) -> None:
     assert again.revision == 2
     assert again.memory == first.memory
     assert store.get_agent(agent).revision == 2
-    assert len(log_files(store, agent)) == 2
+    assert len(log_keys(store, agent)) == 2
     assert [v.version for v in store.versions(agent, A)] == [1]
     # The retry may carry the precondition it had the first time, and still succeed.
     retry = store.write(agent, A, b"same", if_match=sha(b"same"), actor=ACTOR)
@@ -428,7 +453,8 @@ def test_revisions_increase_by_one_per_agent(store: Store, agent: str) -> None:
     ]
     assert revisions == [1, 1, 2, 3, 4, 2]
     assert [c.revision for c in store.log(agent)] == [4, 3, 2, 1]
-    assert [layout.revision_of(p.name) for p in log_files(store, agent)] == [1, 2, 3, 4]
+    revisions = [layout.revision_of(k.rsplit("/", 1)[1]) for k in log_keys(store, agent)]
+    assert revisions == [1, 2, 3, 4]
 
 
 def test_timestamps_strictly_increase_when_the_clock_steps_back(
@@ -437,7 +463,7 @@ def test_timestamps_strictly_increase_when_the_clock_steps_back(
     store.write(agent, A, b"0", actor=ACTOR)
     start = parse_ts(str(log_entries(store, agent)[0]["ts"]))
     ticks: Iterator[int] = iter(range(start, 0, -3_600_000_000))  # an hour back per call
-    monkeypatch.setattr(memfs.store, "now_us", lambda: next(ticks))
+    monkeypatch.setattr(memfs.core.store, "now_us", lambda: next(ticks))
     for n in range(1, 6):
         store.write(agent, A, str(n).encode(), actor=ACTOR)
     stamps = [str(e["ts"]) for e in log_entries(store, agent)]
@@ -448,6 +474,7 @@ def test_timestamps_strictly_increase_when_the_clock_steps_back(
     assert [v.valid_from for v in versions] == micros
 
 
+@pytest.mark.on_disk
 def test_log_entries_on_disk(store: Store, agent: str) -> None:
     store.write(agent, A, b"---\ndescription: d\n---\none", actor="alice", message="add a")
     store.write(agent, A, b"two", actor="bob", message="edit a")
@@ -481,6 +508,7 @@ def test_log_entries_on_disk(store: Store, agent: str) -> None:
     assert store.commit_at(agent, 2).changes[0].before == one
 
 
+@pytest.mark.on_disk
 def test_large_content_is_a_blob_object(store: Store, agent: str) -> None:
     big = ("# big\n" + "é ünïcode line\r\n" * 1200).encode()
     assert len(big) > 16 * 1024
@@ -525,7 +553,7 @@ def test_working_tree_follows_every_change(store: Store, agent: str) -> None:
     assert sorted(p.name for p in tree_root(store, agent).iterdir()) == ["q", "w.md"]
 
 
-class FailingLog(memfs.backend.LocalBackend):
+class FailingLog(memfs.canonical.backend.LocalBackend):
     """Fails to publish log entries, as a full or broken disk would."""
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
@@ -728,7 +756,7 @@ def test_apply_is_all_or_nothing(store: Store, agent: str, failing: Put | Delete
     assert store.get_agent(agent).revision == 2
     assert current(store, agent) == {A: b"a", C: b"c"}
     assert tree_files(store, agent) == before_tree
-    assert len(log_files(store, agent)) == 2
+    assert len(log_keys(store, agent)) == 2
 
 
 def test_apply_refuses_empty_and_repeated_paths(store: Store, agent: str) -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from http_fixtures import AGENT, Api, agent_url, assert_error, memory_url, open_api
-from memfs import cli, layout
+from memfs import cli
+from memfs.canonical import layout
 
 
 def snapshot(folder: Path) -> dict[str, str]:

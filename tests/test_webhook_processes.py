@@ -28,9 +28,9 @@ import httpx
 from standardwebhooks import Webhook
 
 from commands import child_python, shared_folder
-from memfs import layout
-from memfs.backend import LocalBackend
-from memfs.runs import claim_key, created_event, delivery_key
+from memfs.canonical import layout
+from memfs.canonical.backend import LocalBackend
+from memfs.core.runs import claim_key, created_event, delivery_key
 from servers_real import RealServer, memfs_cli
 
 AGENT = "users/alice/assistant"

@@ -1,4 +1,4 @@
-"""Tests for memfs.webhook_verify; the standardwebhooks package is the oracle."""
+"""Tests for memfs.domain.webhook_verify; the standardwebhooks package is the oracle."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import standardwebhooks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memfs.domain.webhook_verify import generate_secret, parse_secret, sign, verify
 from memfs.errors import InvalidRequest, Unauthorized
-from memfs.webhook_verify import generate_secret, parse_secret, sign, verify
 
 # The official Standard Webhooks test vector.
 VEC_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

@@ -19,8 +19,8 @@ from starlette.testclient import TestClient
 
 from commands import child_python, shared_folder
 from http_fixtures import AGENT, Api, agent_url, assert_error, settings
+from memfs.domain.webhook_verify import sign
 from memfs.http.app import build
-from memfs.webhook_verify import sign
 
 
 @pytest.fixture

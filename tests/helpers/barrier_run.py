@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from memfs.cli import main as cli_main
-from memfs.store import Store
+from memfs.core.store import Store
 
 WAIT = 120.0
 

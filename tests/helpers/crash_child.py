@@ -19,8 +19,8 @@ import random
 import sys
 from pathlib import Path
 
+from memfs.core.store import Put, Store
 from memfs.errors import Conflict
-from memfs.store import Put, Store
 
 AGENT = "crash/agent"
 PATHS = [

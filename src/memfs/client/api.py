@@ -452,7 +452,7 @@ class Client:
         content_type: str = "application/json",
     ) -> tuple[Run, bool]:
         """Send a Standard-Webhooks delivery signed with ``secret``; (run, started now)."""
-        from memfs.webhook_verify import sign
+        from memfs.domain.webhook_verify import sign
 
         webhook_id = webhook_id or f"msg_{random.getrandbits(96):024x}"
         stamp = int(time.time())

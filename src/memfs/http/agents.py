@@ -5,16 +5,17 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import paths, render
-from memfs.commits import format_ts
+from memfs import wire
+from memfs.core.runs import Runs
+from memfs.core.store import Agent
+from memfs.domain import paths
+from memfs.domain.commits import format_ts
 from memfs.errors import Conflict, InvalidRequest, NotFound
 from memfs.http.context import Ctx, only_fields
-from memfs.runs import Runs
-from memfs.store import Agent
 
 
 def _agent_json(agent: Agent) -> dict[str, object]:
-    return render.agent_json(agent)
+    return wire.agent_json(agent)
 
 
 async def put_agent(ctx: Ctx) -> Response:

@@ -25,19 +25,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from memfs import config, faults, healing, maintenance, metrics, sandbox
-from memfs.auth import authenticate
+from memfs import config
+from memfs.core import faults, healing, maintenance, metrics, sandbox
+from memfs.core.auth import authenticate
+from memfs.core.keys import AdminKey, KeyRing
+from memfs.core.runner import Runner
+from memfs.core.store import Store
+from memfs.core.tokens import Signer
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, tenant, triggers
 from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
-from memfs.index import IndexGone
-from memfs.keys import AdminKey, KeyRing
-from memfs.runner import Runner
-from memfs.store import Store
-from memfs.tokens import Signer
 
 log = logging.getLogger("memfs.http")
 
@@ -146,7 +146,7 @@ class MemfsApp:
                 response = internal_error(request_id)
             else:
                 log.warning("request %s: %s (%r)", request_id, translated.message, exc)
-                if isinstance(exc, IndexGone):
+                if faults.index_gone(exc):
                     healing.rebuild_in_background(self.services.store)
                 response = error_response(translated, request_id)
         response.headers["Memfs-Request-Id"] = request_id

@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-from memfs.auth import Principal
 from memfs.config import Settings
+from memfs.core.auth import Principal
+from memfs.core.keys import AdminKey, KeyRing
+from memfs.core.runner import Runner
+from memfs.core.store import Store
+from memfs.core.tokens import Signer
 from memfs.errors import InvalidRequest, PayloadTooLarge
-from memfs.keys import AdminKey, KeyRing
-from memfs.runner import Runner
-from memfs.store import Store
-from memfs.tokens import Signer
 
 T = TypeVar("T")
 

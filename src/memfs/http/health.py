@@ -10,11 +10,11 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import healing, metrics
+from memfs.core import healing, metrics
+from memfs.core.readiness import index_lag, readiness, runs_by_state
+from memfs.core.store import Store
 from memfs.errors import Unavailable
 from memfs.http.context import Ctx
-from memfs.readiness import index_lag, readiness, runs_by_state
-from memfs.store import Store
 
 # Answered whatever the request's Origin (see the module docstring).
 PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

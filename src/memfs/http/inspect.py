@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import paths
+from memfs.core.inspect import Target, inspect, parse_request
+from memfs.domain import paths
 from memfs.http.context import Ctx
-from memfs.inspect import Target, inspect, parse_request
 
 
 async def _run(ctx: Ctx, target: Target) -> Response:

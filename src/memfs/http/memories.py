@@ -6,11 +6,12 @@ import json
 
 from starlette.responses import JSONResponse, Response
 
-from memfs import index, paths, render
-from memfs.auth import header_text
+from memfs import wire
+from memfs.core.auth import header_text
+from memfs.core.tokens import query_digest
+from memfs.domain import paths
 from memfs.errors import InvalidRequest
 from memfs.http.context import Ctx, only_fields
-from memfs.tokens import query_digest
 
 RAW_TYPES = ("text/markdown", "text/plain", "text/x-markdown")
 
@@ -51,7 +52,9 @@ async def list_memories(ctx: Ctx) -> Response:
         after = ctx.services.signer.decode(cursor, "memories", agent_id, digest, field="cursor")
         if not isinstance(after, str):
             raise InvalidRequest("cursor is not valid here", field="cursor")
-    page = _listing_page(ctx, agent_id, folder, after, limit, depth_one, filters)
+    page = ctx.store.list_page_json(
+        agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
+    )
     total = None
     if include_total:
         total = ctx.store.count_memories(agent_id, folder, depth_one=depth_one, filters=filters)
@@ -59,36 +62,8 @@ async def list_memories(ctx: Ctx) -> Response:
     if page.more:
         next_cursor = ctx.services.signer.encode("memories", agent_id, digest, page.last)
     return Response(
-        render.listing_page_body(page, total, next_cursor), media_type="application/json"
+        wire.listing_page_body(page, total, next_cursor), media_type="application/json"
     )
-
-
-def _listing_page(
-    ctx: Ctx,
-    agent_id: str,
-    folder: str,
-    after: str | None,
-    limit: int,
-    depth_one: bool,
-    filters: list[tuple[str, str]],
-) -> index.ListingJson:
-    """The page as the stored listing JSON of its memories (no Python object per
-    memory); through the store for an unknown agent, to answer its 404."""
-    with ctx.store.index.read() as conn:
-        if index.agent(conn, agent_id) is not None:
-            return index.list_memories_json(
-                conn,
-                agent_id,
-                folder,
-                after=after,
-                limit=limit,
-                depth_one=depth_one,
-                filters=filters,
-            )
-    items, more = ctx.store.list_memories(
-        agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
-    )
-    return render.listing_page(items, more)
 
 
 async def get_memory(ctx: Ctx) -> Response:
@@ -105,7 +80,7 @@ async def get_memory(ctx: Ctx) -> Response:
     headers = {"ETag": f'"{memory.sha256}"'}
     if "text/markdown" in ctx.request.headers.get("accept", ""):
         return Response(memory.content, media_type="text/markdown; charset=utf-8", headers=headers)
-    return JSONResponse(render.memory_json(memory), headers=headers)
+    return JSONResponse(wire.memory_json(memory), headers=headers)
 
 
 def _etag(ctx: Ctx, header: str) -> str | None:
@@ -171,7 +146,7 @@ async def put_memory(ctx: Ctx) -> Response:
             message=message,
         )
     )
-    body = {**render.listing_json(result.memory), "revision": result.revision}
+    body = {**wire.listing_json(result.memory), "revision": result.revision}
     return JSONResponse(
         body,
         status_code=201 if result.created else 200,
@@ -215,7 +190,7 @@ async def list_versions(ctx: Ctx) -> Response:
         ctx.services.signer.encode("versions", agent_id, path, rows[-1].version) if more else None
     )
     return JSONResponse(
-        {"versions": [render.version_json(r) for r in rows], "nextCursor": next_cursor}
+        {"versions": [wire.version_json(r) for r in rows], "nextCursor": next_cursor}
     )
 
 

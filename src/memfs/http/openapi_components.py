@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memfs.keys import ACTIONS
+from memfs.core.keys import ACTIONS
 
 Json = dict[str, Any]
 

@@ -8,13 +8,13 @@ import time
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs import paths
+from memfs.core.runner import memory_content
+from memfs.core.runs import Runs, check_run_id
+from memfs.core.triggers import CommandGuard, Triggers, command_guard
+from memfs.domain import paths
+from memfs.domain.webhook_verify import verify
 from memfs.errors import InvalidRequest, NotFound, PayloadTooLarge
 from memfs.http.context import Ctx
-from memfs.runner import memory_content
-from memfs.runs import Runs, check_run_id
-from memfs.triggers import CommandGuard, Triggers, command_guard
-from memfs.webhook_verify import verify
 
 
 def _agent(ctx: Ctx, action: str) -> str:

@@ -1,0 +1,1 @@
+"""The truth, written once: the data folder's layout, durable writes, backends."""

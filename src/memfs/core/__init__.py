@@ -1,0 +1,1 @@
+"""The use cases every edge calls: the store, runs, triggers, maintenance, keys."""

@@ -1,0 +1,479 @@
+"""memory:inspect — an audit view of everything stored, read at one snapshot.
+
+Three listings, each paged by its own signed token: ``chunks`` (every stored version,
+superseded and deleted ones included, split by heading), graph ``nodes`` (memory
+versions) and ``edges`` (links between memories, with the version holding each),
+and ``log`` steps, oldest first. All sections of one request are read in one SQLite
+read transaction, pinned at ``as_of`` (or the index's clock, returned as
+``readTimestamp``): a version is visible when its commit's ``visible_at`` ≤ the pin.
+A walk that sends the first ``readTimestamp`` back as ``asOf`` sees exactly the
+store as it was then, because commits made later always get a later ``visible_at``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from memfs.core.store import Store
+from memfs.core.tokens import Signer, query_digest
+from memfs.derived import index
+from memfs.domain.chunking import Chunk, split_chunks
+from memfs.domain.commits import format_ts, now_us, parse_ts
+from memfs.domain.links import extract_links
+from memfs.errors import Damaged, InvalidRequest
+
+# listing → (default page size, maximum)
+LIMITS = {"chunks": (50, 200), "nodes": (100, 500), "edges": (100, 500), "log": (50, 200)}
+TOKEN_TTL = 24 * 3600
+CHUNK_BYTES = 2048
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is inspected: one agent, or every agent under a scope."""
+
+    kind: str  # "agent" | "scope"
+    ident: str
+
+    def where(self, column: str = "agent_id") -> tuple[str, list[object]]:
+        if self.kind == "agent":
+            return f"{column}=?", [self.ident]
+        return (
+            f"({column}=? OR ({column}>? AND {column}<?))",
+            [self.ident, self.ident + "/", self.ident + "0"],
+        )
+
+    @property
+    def bound(self) -> str:
+        return f"{self.kind}:{self.ident}"
+
+
+# request section → its listings as (listing, limit field, token field)
+_SECTIONS = {
+    "vectors": [("chunks", "limit", "pageToken")],
+    "graph": [("nodes", "nodeLimit", "nodePageToken"), ("edges", "edgeLimit", "edgePageToken")],
+    "log": [("log", "limit", "pageToken")],
+}
+
+
+@dataclass(frozen=True)
+class Page:
+    limit: int
+    token: str | None
+
+
+def parse_request(doc: dict[str, Any]) -> tuple[dict[str, Page], int | None]:
+    """The listings asked for with their page sizes and tokens, and ``asOf``."""
+    for key in doc:
+        if key not in ("vectors", "graph", "log", "asOf"):
+            raise InvalidRequest(
+                f"unknown field {key!r}; expected vectors, graph, log, asOf", field=key
+            )
+    pages: dict[str, Page] = {}
+    for section, listings in _SECTIONS.items():
+        if section not in doc:
+            continue
+        body = doc[section] if doc[section] is not None else {}
+        if not isinstance(body, dict):
+            raise InvalidRequest(f"{section} must be an object", field=section)
+        known = {name for _listing, *names in listings for name in names}
+        for key in body:
+            if key not in known:
+                raise InvalidRequest(f"unknown field {section}.{key}", field=f"{section}.{key}")
+        tokens = {listing: _token(body.get(token_key)) for listing, _l, token_key in listings}
+        continuing = any(tokens.values())
+        for listing, limit_key, _token_key in listings:
+            if continuing and tokens[listing] is None:
+                # A section's listings exhaust independently: a request that continues
+                # one of them (edges, say) does not restart the other (nodes) at its start.
+                continue
+            pages[listing] = Page(
+                _limit(body.get(limit_key), listing, f"{section}.{limit_key}"),
+                tokens[listing],
+            )
+    as_of = doc.get("asOf")
+    pinned = None
+    if as_of is not None:
+        if not isinstance(as_of, str):
+            raise InvalidRequest("asOf must be an RFC 3339 timestamp", field="asOf")
+        try:
+            if not _RFC3339.fullmatch(as_of):
+                raise ValueError(as_of)  # fromisoformat also takes 20260102T030405Z
+            pinned = parse_ts(as_of)
+        except (ValueError, OverflowError):
+            raise InvalidRequest(
+                "asOf must be an RFC 3339 timestamp such as 2026-01-02T03:04:05.000000Z",
+                field="asOf",
+            ) from None
+    return pages, pinned
+
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
+def _limit(value: object, listing: str, field: str) -> int:
+    default, maximum = LIMITS[listing]
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidRequest(f"{field} must be an integer >= 1", field=field)
+    return min(value, maximum)
+
+
+def _token(value: object) -> str | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest("pageToken must be a string", field="pageToken")
+    return value
+
+
+def inspect(
+    store: Store, target: Target, pages: dict[str, Page], as_of: int | None, signer: Signer
+) -> dict[str, Any]:
+    if as_of is not None:
+        _settle(store, as_of)
+    with store.index.read() as conn:
+        clock = index.clock(conn)
+        if as_of is not None and as_of > max(clock, now_us()):
+            raise InvalidRequest("asOf is in the future", field="asOf")
+        positions: dict[str, Any] = {}
+        for listing, page in pages.items():
+            if page.token is None:
+                continue
+            pin, position = _decode(signer, page.token, listing, target)
+            if as_of is not None and pin != as_of:
+                raise InvalidRequest(
+                    "pageToken belongs to a walk pinned at another asOf", field="pageToken"
+                )
+            as_of = pin
+            positions[listing] = position
+        pin = as_of if as_of is not None else clock
+        out: dict[str, Any] = {}
+        tokens = {"chunks": "", "nodes": "", "edges": "", "log": ""}
+        walkers = {"chunks": _chunks, "nodes": _nodes, "edges": _edges, "log": _log}
+        results: dict[str, list[dict[str, Any]]] = {}
+        for listing, page in pages.items():
+            items: list[dict[str, Any]] = []
+            last: Any = None
+            more = False
+            for position, item in walkers[listing](conn, target, pin, positions.get(listing)):
+                if len(items) == page.limit:
+                    more = True
+                    break
+                items.append(item)
+                last = position
+            results[listing] = items
+            if more:
+                tokens[listing] = _encode(signer, listing, target, pin, last)
+        if "chunks" in results:
+            out["vectors"] = {"chunks": results["chunks"]}
+        if "nodes" in results or "edges" in results:
+            out["graph"] = {"nodes": results.get("nodes", []), "edges": results.get("edges", [])}
+        if "log" in results:
+            out["log"] = {"steps": results["log"]}
+        out.update(
+            nextChunkToken=tokens["chunks"],
+            nextNodeToken=tokens["nodes"],
+            nextEdgeToken=tokens["edges"],
+            nextLogToken=tokens["log"],
+            readTimestamp=format_ts(pin),
+        )
+        return out
+
+
+def _settle(store: Store, as_of: int) -> None:
+    """Make a client's ``as_of`` a stable pin: raise the index clock to it, under the
+    write lock, when it is past the clock.
+
+    A commit takes its timestamp under that lock: one stamped before ``as_of`` but not
+    yet visible would show up on a later page of the walk. Taking the lock lets it
+    finish first, and every later commit is stamped after the raised clock.
+    """
+    with store.index.read() as conn:
+        if as_of <= index.clock(conn):
+            return
+    if as_of > now_us():
+        raise InvalidRequest("asOf is in the future", field="asOf")
+    with store.index.write() as conn:
+        index.raise_clock(conn, as_of)
+
+
+def _encode(signer: Signer, listing: str, target: Target, pin: int, position: Any) -> str:
+    return signer.encode(
+        f"inspect:{listing}", target.bound, query_digest(listing), [pin, position], ttl=TOKEN_TTL
+    )
+
+
+def _decode(signer: Signer, token: str, listing: str, target: Target) -> tuple[int, Any]:
+    value = signer.decode(
+        token, f"inspect:{listing}", target.bound, query_digest(listing), field="pageToken"
+    )
+    if not isinstance(value, list) or len(value) != 2 or not isinstance(value[0], int):
+        raise InvalidRequest("pageToken is not valid here", field="pageToken")
+    return value[0], value[1]
+
+
+# ---- walkers: each yields (position, item) in order, starting after ``after`` ------
+
+_BATCH = 256
+
+
+def _versions(
+    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+) -> Iterator[tuple[Any, ...]]:
+    """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
+
+    Each query is one primary-key range sought from ``after``. (A single query with
+    ``agent_id=?`` or the scope's ``OR`` made SQLite range over the whole target and
+    skip to ``after`` row by row, so a page cost grew with its place in the walk.)
+    """
+    key = tuple(after[:3]) if isinstance(after, list) and len(after) >= 3 else ("", "", 0)
+    # agent-id spans [low, high): the agent itself (no id holds NUL), then a scope's
+    # sub-agents, which sort between scope + "/" and scope + "0".
+    spans = [(target.ident, target.ident + "\x00")]
+    if target.kind == "scope":
+        spans.append((target.ident + "/", target.ident + "0"))
+    for low, high in spans:
+        seek = max(key, (low, "", 0))
+        while True:
+            rows = conn.execute(
+                "SELECT agent_id, path, version, sha256, bytes, description, valid_from,"
+                " valid_to, visible_to, revision FROM versions"
+                " WHERE (agent_id, path, version) > (?, ?, ?) AND agent_id < ?"
+                " AND sha256 IS NOT NULL AND visible_from<=?"
+                " ORDER BY agent_id, path, version LIMIT ?",
+                (*seek, high, pin, _BATCH),
+            ).fetchall()
+            yield from rows
+            if len(rows) < _BATCH:
+                break
+            seek = (rows[-1][0], rows[-1][1], rows[-1][2])
+
+
+def _validity(row: tuple[Any, ...], pin: int) -> tuple[str | None, bool]:
+    superseded = row[8] is not None and row[8] <= pin
+    return (format_ts(row[7]) if superseded else None), superseded
+
+
+def _content(conn: sqlite3.Connection, agent: str, sha: str) -> str:
+    data = index.blob(conn, agent, sha)
+    if data is None:
+        return ""
+    if hashlib.sha256(data).hexdigest() != sha:  # never serve what fails its hash
+        raise Damaged(agent, f"index copy of content {sha}", "does not match its sha256")
+    return data.decode()
+
+
+def _chunks(
+    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
+    first = True
+    for row in _versions(conn, target, pin, _resume(after)):
+        valid_to, superseded = _validity(row, pin)
+        # An empty memory is still a stored version: it shows as one empty chunk.
+        chunks = split_chunks(_content(conn, row[0], row[3]), CHUNK_BYTES) or [_EMPTY]
+        for chunk in chunks:
+            if first and _same(after, row) and chunk.index <= skip_through:
+                continue
+            yield (
+                [row[0], row[1], row[2], chunk.index],
+                {
+                    "agentId": row[0],
+                    "path": row[1],
+                    "version": row[2],
+                    "chunkIndex": chunk.index,
+                    "byteStart": chunk.start,
+                    "byteEnd": chunk.end,
+                    "heading": chunk.heading,
+                    "content": chunk.text,
+                    "contentSha256": row[3],
+                    "validFrom": format_ts(row[6]),
+                    "validTo": valid_to,
+                    "superseded": superseded,
+                    "truncated": chunk.truncated,
+                },
+            )
+        first = False
+
+
+_EMPTY = Chunk(index=0, start=0, end=0, heading=None, text="", truncated=False)
+
+
+def _resume(after: Any) -> Any:
+    """Start the version walk at the version a token stopped inside (chunk or link)."""
+    if isinstance(after, list) and len(after) == 4:
+        return [after[0], after[1], after[2] - 1]
+    return after
+
+
+def _same(after: Any, row: tuple[Any, ...]) -> bool:
+    return isinstance(after, list) and len(after) == 4 and tuple(after[:3]) == tuple(row[:3])
+
+
+def _nodes(
+    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    for row in _versions(conn, target, pin, after):
+        valid_to, superseded = _validity(row, pin)
+        yield (
+            [row[0], row[1], row[2]],
+            {
+                "id": f"{row[0]}:{row[1]}@{row[2]}",
+                "agentId": row[0],
+                "path": row[1],
+                "version": row[2],
+                "contentSha256": row[3],
+                "bytes": row[4],
+                "description": row[5],
+                "validFrom": format_ts(row[6]),
+                "validTo": valid_to,
+                "superseded": superseded,
+            },
+        )
+
+
+def _edges(
+    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
+    first = True
+    for row in _versions(conn, target, pin, _resume(after)):
+        links = extract_links(_content(conn, row[0], row[3]), row[1])
+        for i, link in enumerate(links):
+            if first and _same(after, row) and i <= skip_through:
+                continue
+            live = conn.execute(
+                "SELECT version FROM versions WHERE agent_id=? AND path=? AND visible_from<=?"
+                " AND sha256 IS NOT NULL AND (visible_to IS NULL OR visible_to>?)",
+                (row[0], link, pin, pin),
+            ).fetchone()
+            yield (
+                [row[0], row[1], row[2], i],
+                {
+                    "agentId": row[0],
+                    "source": f"{row[0]}:{row[1]}@{row[2]}",
+                    "sourcePath": row[1],
+                    "sourceVersion": row[2],
+                    "targetPath": link,
+                    "target": f"{row[0]}:{link}@{live[0]}" if live else None,
+                    "targetExists": live is not None,
+                },
+            )
+        first = False
+
+
+_COMMIT_STEPS = (
+    "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, changes, '', 0 FROM commits"
+)
+_RUN_STEPS = (
+    "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type, attempt FROM run_steps"
+)
+_LAST = 1 << 62  # after any revision
+
+
+def _log(
+    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Commit steps and run steps in the order they became visible, oldest first.
+
+    Ordered by (visible_at, agent, kind, run, seq). Commits and run steps are each
+    read with an index seek in bounded batches and merged here: one query over their
+    UNION ALL sorted every step of the target on every page.
+    """
+    key = tuple(after) if isinstance(after, list) and len(after) == 5 else (-1, "", -1, "", 0)
+    at, agent, kind, run_id, seq = key
+    commit_seek = (at, agent, seq if kind == 0 else (-1 if kind < 0 else _LAST))
+    run_seek = (at, agent, run_id, seq) if kind == 1 else (at, agent, "", -1)
+    commits = _steps(conn, target, pin, commit_seek, commits=True)
+    runs = _steps(conn, target, pin, run_seek, commits=False)
+    for row in heapq.merge(commits, runs, key=lambda r: (r[0], r[1], r[2], r[3], r[4])):
+        position = [row[0], row[1], row[2], row[3], row[4]]
+        if row[2] == 0:
+            yield (
+                position,
+                {
+                    "type": "commit",
+                    "agentId": row[1],
+                    "revision": row[4],
+                    "timestamp": format_ts(row[5]),
+                    "actor": row[6],
+                    "message": row[7],
+                    "changes": json.loads(row[8]),
+                },
+            )
+        else:
+            yield (
+                position,
+                {
+                    "type": "run",
+                    "step": row[9],
+                    "agentId": row[1],
+                    "runId": row[3],
+                    "seq": row[4],
+                    "attempt": row[10],
+                    "timestamp": format_ts(row[5]),
+                    "detail": _run_detail(row[8]),
+                },
+            )
+
+
+def _run_detail(raw: str) -> dict[str, Any]:
+    """A run step's detail as the API shows times: RFC 3339 (events store microseconds)."""
+    detail: dict[str, Any] = json.loads(raw)
+    retry_at = detail.get("nextRetryAt")
+    if isinstance(retry_at, int) and not isinstance(retry_at, bool):
+        detail["nextRetryAt"] = format_ts(retry_at)
+    return detail
+
+
+def _steps(
+    conn: sqlite3.Connection,
+    target: Target,
+    pin: int,
+    seek: tuple[Any, ...],
+    *,
+    commits: bool,
+) -> Iterator[tuple[Any, ...]]:
+    """Commit rows (or run-step rows) after ``seek`` = (visible_at, agent, *rest)."""
+    select, rest = (_COMMIT_STEPS, "revision") if commits else (_RUN_STEPS, "run_id, seq")
+    lowest: tuple[Any, ...] = (-1,) if commits else ("", -1)
+    batch = 64  # a default page (50) fits the first batch; log rows can be large
+    while True:
+        if target.kind == "agent":
+            at, agent, *tail = seek
+            # positions are bound to this agent; anything else seeks to a whole instant
+            if agent != target.ident:
+                at, tail = (at, list(lowest)) if agent < target.ident else (at + 1, list(lowest))
+            rows = conn.execute(
+                f"{select} WHERE agent_id=? AND (visible_at, {rest}) > ({_marks(1 + len(tail))})"
+                f" AND visible_at<=? ORDER BY visible_at, {rest} LIMIT ?",
+                (target.ident, at, *tail, pin, batch),
+            ).fetchall()
+        else:
+            where, params = target.where()
+            rows = conn.execute(
+                f"{select} WHERE (visible_at, agent_id, {rest}) > ({_marks(len(seek))})"
+                f" AND visible_at<=? AND {where} ORDER BY visible_at, agent_id, {rest} LIMIT ?",
+                (*seek, pin, *params, batch),
+            ).fetchall()
+        yield from rows
+        if len(rows) < batch:
+            return
+        last = rows[-1]
+        seek = (last[0], last[1], last[4]) if commits else (last[0], last[1], last[3], last[4])
+        batch = _BATCH
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)

@@ -1,0 +1,212 @@
+"""Application keys: scoped bearer secrets, stored only as a hash.
+
+A key record ``keys/<keyId>.json`` is an immutable object on the Backend; revoking a
+key deletes it. Secrets look like ``mfs_<keyId>~<random>`` so that a request's key is
+found with one read and compared in constant time, with no table to scan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs.canonical import durable
+from memfs.canonical.backend import Backend, MissingObject
+from memfs.domain import paths
+from memfs.domain.commits import format_ts, now_us
+from memfs.errors import Conflict, InvalidRequest, NotFound
+
+SECRET_PREFIX = "mfs_"
+ACTIONS = ("memories:read", "memories:write", "inspect", "triggers:write", "runs:read")
+_PREFIX = "keys/"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    key_id: str
+    scopes: tuple[str, ...]
+    description: str
+    created_at: int
+    # What writes with this key are recorded as, instead of ``key:<keyId>``: a command
+    # run's key writes as ``run:<runId>``, like the run's own memory action.
+    actor: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "keyId": self.key_id,
+            "scopes": list(self.scopes),
+            "description": self.description,
+            "createdAt": format_ts(self.created_at),
+        }
+
+
+def check_scopes(value: object, *, field: str = "scopes") -> tuple[str, ...]:
+    """Scope tokens: the actions above and ``agents:<scopeId>`` or ``agents:*``."""
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise InvalidRequest("scopes must be a list of strings", field=field)
+    for token in value:
+        if token.startswith("agents:"):
+            target = token.removeprefix("agents:")
+            if target != "*":
+                paths.scope_id(target, field=field)
+        elif token not in ACTIONS:
+            raise InvalidRequest(
+                f"unknown scope {token!r}; use {', '.join(ACTIONS)} or agents:<scopeId>",
+                field=field,
+            )
+    return tuple(dict.fromkeys(value))
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class KeyRing:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def create(
+        self, key_id: str, scopes: object, description: object, *, actor: str | None = None
+    ) -> tuple[ApiKey, str]:
+        paths.simple_id(key_id, field="keyId")
+        checked = check_scopes(scopes)
+        if not isinstance(description, str) or len(description) > 1024:
+            raise InvalidRequest(
+                "description must be a string of at most 1024 characters", field="description"
+            )
+        secret = f"{SECRET_PREFIX}{key_id}~{secrets.token_urlsafe(32)}"
+        key = ApiKey(key_id, checked, description, now_us(), actor)
+        record = {**key.to_json(), "secretSha256": _hash(secret)}
+        if actor is not None:
+            record["actor"] = actor
+        if not self.backend.put_if_absent(_PREFIX + key_id + ".json", json.dumps(record).encode()):
+            raise Conflict(f"key {key_id!r} exists; revoke it first to reuse the id", field="keyId")
+        return key, secret
+
+    def get(self, key_id: str) -> ApiKey:
+        paths.simple_id(key_id, field="keyId")
+        record = self._record(key_id)
+        if record is None:
+            raise NotFound(f"key {key_id!r} does not exist", field="keyId")
+        return _key(record)
+
+    def _record(self, key_id: str) -> dict[str, object] | None:
+        try:
+            data: dict[str, object] = json.loads(self.backend.get(_PREFIX + key_id + ".json"))
+            return data
+        except MissingObject:
+            return None
+
+    def list(self) -> list[ApiKey]:
+        out = []
+        for name in self.backend.list(_PREFIX):
+            key_id = name[len(_PREFIX) :].removesuffix(".json")
+            record = self._record(key_id)
+            if record is not None:
+                out.append(_key(record))
+        return out
+
+    def revoke(self, key_id: str) -> None:
+        self.get(key_id)
+        self.backend.delete(_PREFIX + key_id + ".json")
+
+    def authenticate(self, secret: str) -> ApiKey | None:
+        """The key a bearer secret belongs to, or None."""
+        if not secret.startswith(SECRET_PREFIX) or "~" not in secret:
+            return None
+        key_id = secret[len(SECRET_PREFIX) :].rsplit("~", 1)[0]
+        try:
+            paths.simple_id(key_id, field="keyId")
+        except InvalidRequest:
+            return None
+        record = self._record(key_id)
+        if record is None or not hmac.compare_digest(str(record["secretSha256"]), _hash(secret)):
+            return None
+        return _key(record)
+
+
+def _key(record: dict[str, object]) -> ApiKey:
+    from memfs.domain.commits import parse_ts
+
+    scopes = record["scopes"]
+    assert isinstance(scopes, list)
+    return ApiKey(
+        str(record["keyId"]),
+        tuple(str(s) for s in scopes),
+        str(record.get("description", "")),
+        parse_ts(str(record["createdAt"])),
+        str(record["actor"]) if isinstance(record.get("actor"), str) else None,
+    )
+
+
+ADMIN_KEY_FILE = "admin.key"
+
+
+def _new_admin_secret() -> bytes:
+    return f"mfs_admin~{secrets.token_urlsafe(32)}\n".encode()
+
+
+def admin_key(data_dir: Path, configured: str | None) -> tuple[str, Path | None]:
+    """The admin key: the configured one, else ``data/admin.key`` (made 0600 if absent)."""
+    if configured:
+        return configured, None
+    path = data_dir / ADMIN_KEY_FILE
+    if not path.exists():
+        durable.create_new(path, _new_admin_secret(), mode=0o600)
+    return path.read_text().strip(), path
+
+
+class AdminKey:
+    """The admin key a server checks: ``MEMFS_ADMIN_KEY`` if set, else ``admin.key``,
+    re-read whenever the file changes (``memfs keys rotate-admin`` replaces it), so a
+    rotation takes effect in every running worker at its next request."""
+
+    def __init__(self, data_dir: Path, configured: str | None) -> None:
+        self._value, self.path = admin_key(data_dir, configured)
+        self._stamp = self._stat()
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        if self.path is None:
+            return None
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def current(self) -> str:
+        if self.path is None:
+            return self._value
+        stamp = self._stat()
+        # A missing or unreadable file keeps the last key: deleting admin.key by
+        # mistake must not lock the operator out of a running server.
+        if stamp is not None and stamp != self._stamp:
+            try:
+                value = self.path.read_text().strip()
+            except OSError:
+                return self._value
+            if value:
+                self._value, self._stamp = value, stamp
+        return self._value
+
+
+def rotate_admin(data_dir: Path, configured: str | None) -> Path:
+    """Replace ``admin.key`` with a new secret (0600); the old one stops working.
+
+    Refused while ``MEMFS_ADMIN_KEY`` is set: servers started with it never read the
+    file, so rotating the file would change nothing for them.
+    """
+    if configured:
+        raise InvalidRequest(
+            "MEMFS_ADMIN_KEY is set, and a server started with it never reads admin.key: "
+            "change the variable (or --admin-key) and restart the server instead",
+            field="MEMFS_ADMIN_KEY",
+        )
+    path = data_dir / ADMIN_KEY_FILE
+    durable.replace(path, _new_admin_secret(), mode=0o600)
+    return path

@@ -1,0 +1,613 @@
+"""Deliveries and runs: exactly one run per (trigger, webhook-id), driven to an end.
+
+Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
+  deliveries/<triggerId>/<sha256(webhook-id)>.json  the dedupe record: first one wins;
+                                                    it holds the body and the run id,
+                                                    and it is the run's first event
+  runs/<runId>.e<n:06>.json                          the run's steps 2, 3, …, in order
+                                                    (step 1 only once the record is
+                                                    collected, see ``collect``)
+  runs/<runId>.c<attempt:04>.json                    who executes attempt k: one winner
+  runs/<runId>.g<attempt:04>.json                    the process group attempt k started
+
+(flat in one folder: a new folder per run would cost a directory fsync per level).
+
+A unique delivery therefore writes ONE durable file: its record. The run's
+``created`` event is a function of the record (``created_event``), so the record is
+read as event 1 for as long as it exists. Before ``collect`` deletes a record it
+publishes that event as ``runs/<runId>.e000001.json`` (the same bytes from any
+collector, create-if-absent), so the run stays rebuildable from files afterwards; a
+crash between the two leaves both, which read alike.
+
+A run's state is the fold of its events (``fold``); the index keeps that fold in the
+``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
+event happens under the index's write lock after catching up with the backend, so
+a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
+Concurrent deliveries of one process are indexed together in one transaction (group
+commit, the ``GroupCommit`` the Store owns): their records are written outside every lock.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memfs.canonical import layout
+from memfs.canonical.backend import MissingObject
+from memfs.core.store import Store
+from memfs.derived import index
+from memfs.domain.commits import format_ts, now_us
+from memfs.errors import Conflict, InvalidRequest, NotFound
+
+TERMINAL = ("succeeded", "failed")
+STATUSES = ("queued", "running", "succeeded", "failed", "delayed")
+OUTPUT_CAP = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Run:
+    agent_id: str
+    run_id: str
+    trigger_id: str
+    webhook_id: str
+    status: str
+    attempt: int
+    max_attempts: int
+    next_retry_at: int | None
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    exit_code: int | None
+    output: str | None
+    error: str | None
+    events: int
+    delivery_key: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        def ts(v: int | None) -> str | None:
+            return format_ts(v) if v is not None else None
+
+        return {
+            "id": self.run_id,
+            "agentId": self.agent_id,
+            "triggerId": self.trigger_id,
+            "webhookId": self.webhook_id,
+            "status": self.status,
+            "attempt": self.attempt,
+            "maxAttempts": self.max_attempts,
+            "nextRetryAt": ts(self.next_retry_at),
+            "createdAt": ts(self.created_at),
+            "startedAt": ts(self.started_at),
+            "finishedAt": ts(self.finished_at),
+            "exitCode": self.exit_code,
+            "output": self.output,
+            "error": self.error,
+        }
+
+
+
+
+def _prefix(agent_id: str) -> str:
+    return layout.agent_prefix(agent_id)
+
+
+def delivery_key(agent_id: str, trigger_id: str, webhook_id: str) -> str:
+    digest = hashlib.sha256(webhook_id.encode()).hexdigest()
+    return f"{_prefix(agent_id)}deliveries/{trigger_id}/{digest}.json"
+
+
+def event_key(agent_id: str, run_id: str, seq: int) -> str:
+    return f"{_prefix(agent_id)}runs/{run_id}.e{seq:06d}.json"
+
+
+def claim_key(agent_id: str, run_id: str, attempt: int) -> str:
+    return f"{_prefix(agent_id)}runs/{run_id}.c{attempt:04d}.json"
+
+
+def group_key(agent_id: str, run_id: str, attempt: int) -> str:
+    """The process group (and scratch folder) of a started command attempt, so the
+    worker that finds the attempt's owner dead can kill what it left running."""
+    return f"{_prefix(agent_id)}runs/{run_id}.g{attempt:04d}.json"
+
+
+# ---- folding events into a run ---------------------------------------------------
+
+
+def fold(run: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
+    """The run after ``event``: the one rule for how steps change a run's state."""
+    kind, at = event["type"], int(event["at"])
+    run = dict(run)
+    if kind == "created":
+        run.update(
+            trigger_id=event["triggerId"],
+            webhook_id=event["webhookId"],
+            status="queued",
+            attempt=0,
+            max_attempts=int(event["maxAttempts"]),
+            created_at=at,
+            delivery_key=event.get("deliveryKey"),
+        )
+    elif kind == "claimed":
+        run.update(
+            status="running",
+            attempt=int(event["attempt"]),
+            started_at=at,
+            next_retry_at=None,
+            finished_at=None,
+        )
+    elif kind == "output":
+        run.update(output=event.get("output"))
+    elif kind == "succeeded":
+        run.update(
+            status="succeeded",
+            finished_at=at,
+            exit_code=event.get("exitCode"),
+            error=None,
+            next_retry_at=None,
+        )
+    elif kind == "failed":
+        retry_at = event.get("nextRetryAt")
+        run.update(
+            status="delayed" if retry_at is not None else "failed",
+            finished_at=None if retry_at is not None else at,
+            exit_code=event.get("exitCode"),
+            error=event.get("error"),
+            next_retry_at=retry_at,
+        )
+    elif kind == "retry_scheduled":
+        pass  # informative: the failed event already carries the decision
+    elif kind == "requeued":
+        run.update(
+            status="queued",
+            max_attempts=int(event["maxAttempts"]),
+            next_retry_at=None,
+            finished_at=None,
+        )
+    run["events"] = int(run.get("events", 0)) + 1
+    return run
+
+
+def created_event(key: str, record: dict[str, Any]) -> dict[str, Any]:
+    """Event 1 of the run a delivery record starts: a function of the record alone."""
+    return {
+        "type": "created",
+        "at": int(record["receivedAt"]),
+        "triggerId": record["triggerId"],
+        "webhookId": record["webhookId"],
+        "maxAttempts": int(record["maxAttempts"]),
+        "deliveryKey": key,
+    }
+
+
+def _event_bytes(event: dict[str, Any]) -> bytes:
+    return json.dumps(event, ensure_ascii=False, sort_keys=True).encode()
+
+
+_NAMES = index.RUN_FIELDS
+
+
+def _apply(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    run_id: str,
+    seq: int,
+    event: dict[str, Any],
+    row: Run | None,
+) -> Run:
+    """Index event ``seq`` of a run whose indexed state (in this transaction) is ``row``."""
+    if row is not None and row.events >= seq:
+        return row  # applied already
+    visible_at = max(now_us(), index.clock(conn) + 1)
+    current: dict[str, Any] = (
+        {k: getattr(row, k) for k in _NAMES}
+        if row
+        else {"agent_id": agent_id, "run_id": run_id, "events": 0}
+    )
+    new = fold(current, event)
+    values: list[Any] = [new.get(c) for c in _NAMES]
+    index.put_run(conn, values)
+    detail = {k: v for k, v in event.items() if k not in ("type", "at")}
+    index.add_run_step(
+        conn,
+        agent_id,
+        run_id,
+        seq,
+        int(event["at"]),
+        visible_at,
+        event["type"],
+        int(event.get("attempt", new.get("attempt", 0))),
+        json.dumps(detail, ensure_ascii=False),
+    )
+    index.raise_clock(conn, visible_at)
+    return Run(*values)
+
+
+def get_row(conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
+    row = index.run_row(conn, agent_id, run_id)
+    return Run(*row) if row else None
+
+
+@dataclass
+class _Registration:
+    agent_id: str
+    key: str
+    record: dict[str, Any]
+    run: Run | None = None
+    error: BaseException | None = None
+    done: bool = field(default=False)
+
+
+class Runs:
+    """Deliveries, run events and claims of every agent in a store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.backend = store.backend
+
+    # ---- events ------------------------------------------------------------------
+
+    def _follow(
+        self, conn: sqlite3.Connection, agent_id: str, run_id: str, row: Run | None
+    ) -> Run | None:
+        """Apply the run's event files after ``row`` (its indexed state) to the index."""
+        seq = row.events if row else 0
+        while True:
+            try:
+                data = self.backend.get(event_key(agent_id, run_id, seq + 1))
+            except MissingObject:
+                return row
+            row = _apply(conn, agent_id, run_id, seq + 1, json.loads(data), row)
+            seq += 1
+
+    def _catch_up(self, conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
+        return self._follow(conn, agent_id, run_id, get_row(conn, agent_id, run_id))
+
+    def append(
+        self,
+        agent_id: str,
+        run_id: str,
+        make: Callable[[Run | None], dict[str, Any] | None],
+    ) -> Run | None:
+        """Append the event ``make(current run)`` returns (None: nothing to append).
+
+        Optimistic, like a commit: ``make`` sees the run after its n events, and the
+        event is published as event n + 1 with create-if-absent, so of two racing
+        appenders exactly one wins and the other decides again on the new state. The
+        durable write happens outside the index's write lock (which other writers,
+        deliveries among them, would otherwise wait on through its fsyncs); the lock
+        is taken only to index the event.
+        """
+        for _ in range(50):
+            row = self._current(agent_id, run_id)
+            if row is None:  # unknown to the index, or an event file not indexed yet
+                with self.store.index.write() as conn:
+                    row = self._catch_up(conn, agent_id, run_id)
+            event = make(row)
+            if event is None or row is None:
+                # An unknown run gets no event: its event 1 is its delivery record.
+                return row
+            event.setdefault("at", now_us())
+            seq = row.events + 1
+            if self.backend.put_if_absent(event_key(agent_id, run_id, seq), _event_bytes(event)):
+                with self.store.index.write() as conn:
+                    current = get_row(conn, agent_id, run_id)
+                    if current is not None and current.events == seq - 1:
+                        current = _apply(conn, agent_id, run_id, seq, event, current)
+                    run = self._follow(conn, agent_id, run_id, current)
+                assert run is not None
+                return run
+        raise Conflict("run changed concurrently too often; retry")
+
+    def retry(self, agent_id: str, run_id: str) -> Run:
+        """Give a failed run one more attempt (queued again); Conflict for any other run."""
+        current = self.get(agent_id, run_id)
+        if current.status == "failed" and (
+            current.delivery_key is None or not self.backend.exists(current.delivery_key)
+        ):
+            raise Conflict(
+                f"run {run_id!r} can't be retried: its delivery was collected after the "
+                "retention period",
+                field="runId",
+            )
+
+        def requeue(cur: Run | None) -> dict[str, Any] | None:
+            if cur is None or cur.status != "failed":
+                return None
+            return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
+
+        run = self.append(agent_id, run_id, requeue) if current.status == "failed" else current
+        if run is None or run.status != "queued" or current.status != "failed":
+            status = run.status if run is not None else current.status
+            raise Conflict(f"run is {status}; only a failed run can be retried", field="runId")
+        return run
+
+    def _current(self, agent_id: str, run_id: str) -> Run | None:
+        """The run as indexed, if no event file is newer (no write lock needed)."""
+        with self.store.index.read() as conn:
+            row = get_row(conn, agent_id, run_id)
+        if row is not None and not self.backend.exists(event_key(agent_id, run_id, row.events + 1)):
+            return row
+        return None
+
+    def get(self, agent_id: str, run_id: str) -> Run:
+        row = self._current(agent_id, run_id)
+        if row is None:
+            with self.store.index.write() as conn:
+                row = self._catch_up(conn, agent_id, run_id)
+        if row is None:
+            raise NotFound(f"run {run_id!r} of agent {agent_id!r} does not exist", field="runId")
+        return row
+
+    # ---- deliveries ------------------------------------------------------------------
+
+    def deliver(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        webhook_id: str,
+        body: bytes,
+        content_type: str,
+        max_attempts: int,
+    ) -> tuple[Run, bool]:
+        """The run of this webhook id: created now (True) or the one that exists (False)."""
+        known = self.known(agent_id, trigger_id, webhook_id)
+        if known is not None:
+            return known, False
+        return self.create(agent_id, trigger_id, webhook_id, body, content_type, max_attempts)
+
+    def known(
+        self, agent_id: str, trigger_id: str, webhook_id: str, *, wait: bool = True
+    ) -> Run | None:
+        """The run of an id delivered before, if any: a retry is answered from its record
+        without writing (and fsyncing) a temp file that put_if_absent would throw away.
+
+        With ``wait=False`` it only reads (no lock, no fsync: cheap enough for the
+        server's event loop) and answers None also for a record whose run is not indexed
+        yet (its first delivery is a moment from doing so): ``deliver`` then waits."""
+        key = delivery_key(agent_id, trigger_id, webhook_id)
+        try:
+            data = self.backend.get(key)
+        except MissingObject:
+            return None
+        record = json.loads(data)
+        run = self._current(agent_id, record["runId"])
+        if run is None and wait:
+            run = self.register(agent_id, key, record)
+        return run
+
+    def create(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        webhook_id: str,
+        body: bytes,
+        content_type: str,
+        max_attempts: int,
+    ) -> tuple[Run, bool]:
+        """Create the delivery record (the one durable file of a new delivery) and index
+        its run; when a racing delivery of the same id created it first, its run.
+
+        ``put_if_absent`` decides between racing deliveries (threads, workers, processes).
+        """
+        key = delivery_key(agent_id, trigger_id, webhook_id)
+        record = {
+            "webhookId": webhook_id,
+            "triggerId": trigger_id,
+            "runId": "run_" + uuid.uuid4().hex,
+            "receivedAt": now_us(),
+            "contentType": content_type,
+            "maxAttempts": max_attempts,
+            "body": base64.b64encode(body).decode(),
+        }
+        if self.backend.put_if_absent(key, json.dumps(record).encode()):
+            return self.register(agent_id, key, record), True
+        won = json.loads(self.backend.get(key))  # a racing delivery of the same id
+        run = self._current(agent_id, won["runId"])
+        return (run if run is not None else self.register(agent_id, key, won)), False
+
+    def register(self, agent_id: str, key: str, record: dict[str, Any]) -> Run:
+        """Index the run of a delivery record (idempotent; batched with concurrent ones)."""
+        item = _Registration(agent_id, key, record)
+        self.store.registrations.submit(item, self._register_batch)
+        if item.error is not None:
+            raise item.error
+        assert item.run is not None
+        return item.run
+
+    def _register_in(self, conn: sqlite3.Connection, item: _Registration) -> Run:
+        run_id = item.record["runId"]
+        row = get_row(conn, item.agent_id, run_id)
+        if row is None:
+            try:  # published by collect (or by memfs before records were event 1)
+                first = json.loads(self.backend.get(event_key(item.agent_id, run_id, 1)))
+            except MissingObject:
+                first = created_event(item.key, item.record)
+            row = _apply(conn, item.agent_id, run_id, 1, first, None)
+        run = self._follow(conn, item.agent_id, run_id, row)
+        assert run is not None
+        return run
+
+    def _register_batch(self, batch: list[_Registration]) -> None:
+        try:
+            try:
+                with self.store.index.write() as conn:
+                    runs = [self._register_in(conn, item) for item in batch]
+                for item, run in zip(batch, runs, strict=True):
+                    item.run = run
+                return
+            except Exception as exc:
+                if len(batch) == 1:
+                    batch[0].error = exc
+                    return
+            # One bad registration must not fail the others: one transaction each.
+            for item in batch:
+                try:
+                    with self.store.index.write() as conn:
+                        item.run = self._register_in(conn, item)
+                except Exception as exc:
+                    item.error = exc
+        except BaseException as exc:
+            for item in batch:
+                if item.run is None and item.error is None:
+                    item.error = exc
+            raise
+        finally:
+            for item in batch:
+                item.done = True
+
+    def delivery(self, run: Run) -> dict[str, Any]:
+        if run.delivery_key is None:
+            raise NotFound("the delivery of this run was collected", field="runId")
+        try:
+            record: dict[str, Any] = json.loads(self.backend.get(run.delivery_key))
+        except MissingObject:
+            raise NotFound("the delivery of this run was collected", field="runId") from None
+        return record
+
+    def body(self, record: dict[str, Any]) -> bytes:
+        return base64.b64decode(record["body"])
+
+    # ---- claims ----------------------------------------------------------------------
+
+    def claim(self, run: Run, owner: dict[str, Any]) -> int | None:
+        """Claim the next attempt of a runnable run; its number, or None if someone else did."""
+        attempt = run.attempt + 1
+        key = claim_key(run.agent_id, run.run_id, attempt)
+        # Another worker's claim is seen without writing (and fsyncing) a temp file
+        # that put_if_absent would throw away; put_if_absent still decides the race.
+        if self.backend.exists(key) or not self.backend.put_if_absent(
+            key, json.dumps({**owner, "attempt": attempt}).encode()
+        ):
+            return None
+
+        def claimed(cur: Run | None) -> dict[str, Any] | None:
+            if cur is None or cur.attempt >= attempt:
+                return None
+            return {"type": "claimed", "attempt": attempt, "owner": owner}
+
+        self.append(run.agent_id, run.run_id, claimed)
+        return attempt
+
+    def record_group(self, run: Run, attempt: int, record: dict[str, Any]) -> None:
+        self.backend.put_if_absent(
+            group_key(run.agent_id, run.run_id, attempt), json.dumps(record).encode()
+        )
+
+    def group(self, run: Run, attempt: int) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(
+                self.backend.get(group_key(run.agent_id, run.run_id, attempt))
+            )
+            return data
+        except (MissingObject, ValueError):
+            return None
+
+    def owner(self, run: Run) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads(
+                self.backend.get(claim_key(run.agent_id, run.run_id, run.attempt))
+            )
+            return data
+        except MissingObject:
+            return None
+
+    # ---- queries -------------------------------------------------------------------
+
+    def due(self, now: int, limit: int) -> list[Run]:
+        """The oldest ``limit`` runs with work to look at: queued, running (their owner
+        may have died), and delayed ones whose retry time has come.
+
+        One query per status, each read in creation order from an index, then merged
+        (``index.due_run_rows`` says why)."""
+        with self.store.index.read() as conn:
+            rows = index.due_run_rows(conn, now, limit)
+        runs = sorted((Run(*r) for r in rows), key=lambda run: run.created_at)
+        return runs[:limit]
+
+    def list(
+        self,
+        agent_id: str,
+        *,
+        trigger_id: str | None,
+        status: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[Run]:
+        if status is not None and status not in STATUSES:
+            raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}", field="status")
+        with self.store.index.read() as conn:
+            rows = index.run_rows(
+                conn, agent_id, trigger_id=trigger_id, status=status, after=after, limit=limit
+            )
+        return [Run(*r) for r in rows]
+
+    def counts(self, agent_id: str) -> dict[str, Any]:
+        with self.store.index.read() as conn:
+            return index.run_counts(conn, agent_id)
+
+    def rescan(self) -> int:
+        """Index every delivery and run event the index lacks (after a crash or reindex)."""
+        found = 0
+        for agent in self.store.iter_agents():
+            base = f"{_prefix(agent.agent_id)}deliveries/"
+            for key in self.backend.list(base):
+                try:
+                    record = json.loads(self.backend.get(key))
+                except MissingObject:
+                    continue
+                self.register(agent.agent_id, key, record)
+                found += 1
+            runs_base = f"{_prefix(agent.agent_id)}runs/"
+            seen: set[str] = set()
+            for key in self.backend.list(runs_base):
+                run_id = key[len(runs_base) :].split(".", 1)[0]
+                if run_id not in seen:
+                    seen.add(run_id)
+                    with self.store.index.write() as conn:
+                        self._catch_up(conn, agent.agent_id, run_id)
+        return found
+
+    def collect(self, now: int, retention_us: int) -> int:
+        """Delete delivery records of finished runs older than the retention.
+
+        A record is its run's event 1: that event is first published as its own file
+        (create-if-absent, durable, the same bytes from any collector), then the record
+        is deleted, so a crash at any point leaves the run rebuildable from files.
+        """
+        with self.store.index.read() as conn:
+            rows = index.finished_deliveries(conn, now - retention_us)
+        for agent_id, run_id, key in rows:
+            first = event_key(agent_id, run_id, 1)
+            if not self.backend.exists(first):
+                try:
+                    record = json.loads(self.backend.get(key))
+                except MissingObject:
+                    record = None  # another collector deleted it, after publishing event 1
+                if record is not None:
+                    self.backend.put_if_absent(first, _event_bytes(created_event(key, record)))
+            self.backend.delete(key)
+            with self.store.index.write() as conn:
+                index.forget_delivery(conn, agent_id, run_id)
+        return len(rows)
+
+
+def check_run_id(value: str) -> str:
+    """A run id names folders: ``run_`` and up to 60 letters and digits."""
+    if not value.startswith("run_") or len(value) > 64 or not value[4:].isalnum():
+        raise InvalidRequest(
+            f"invalid run id {value!r}: run ids look like run_<hex>", field="runId"
+        )
+    return value
+
+
+def cap_output(data: bytes) -> str:
+    text = data[:OUTPUT_CAP].decode("utf-8", errors="replace")
+    if len(data) > OUTPUT_CAP:
+        text += f"\n[output truncated: {len(data)} bytes, kept {OUTPUT_CAP}]"
+    return text

@@ -1,0 +1,815 @@
+"""The Store: agents, memories, versions and the commit log, on a Backend.
+
+Every change is one commit: under the index's write lock the store catches the
+index up with the log, checks the change against the head, writes large contents
+as blobs, then creates log entry N+1 with create-if-absent. Losing that race (to
+another node sharing the backend) means re-reading and re-checking at N+2. Only
+after the entry is durable is it applied to the index and the working tree, and
+only then is the caller answered. HTTP, CLI and client all call these methods.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from memfs.canonical import durable, layout
+from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.core.group_commit import GroupCommit
+from memfs.core.planner import Delete as Delete
+from memfs.core.planner import Move as Move
+from memfs.core.planner import Op as Op
+from memfs.core.planner import Put as Put
+from memfs.core.planner import plan as plan_commit
+from memfs.core.planner import written_row
+from memfs.core.tree_commit import TreeCommit
+from memfs.core.tree_commit import publish as publish_tree
+from memfs.derived import index
+from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
+from memfs.derived.worktree import WorkTree
+from memfs.domain import paths
+from memfs.domain.commits import (
+    CREATED,
+    Commit,
+    format_ts,
+    now_us,
+    parse_ts,
+)
+from memfs.domain.content import Scalar
+from memfs.errors import (
+    Conflict,
+    CorruptionError,
+    Damaged,
+    InvalidRequest,
+    MemfsError,
+    NotFound,
+)
+
+log = logging.getLogger("memfs.store")
+
+DEFAULT_MEMORY_BYTES = 100 * 1024
+_RACE_RETRIES = 50
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _records_damage(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Damage found inside a transaction (rolled back with it) is recorded in the
+    index once the transaction is over, so every process refuses that agent."""
+
+    @functools.wraps(method)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except Damaged as exc:
+            store = args[0]
+            assert isinstance(store, Store)
+            store.record_damage(exc)
+            raise
+
+    return wrapper
+
+
+def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
+    """``data`` if it hashes to ``sha256``; Damaged naming ``where`` otherwise."""
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise Damaged(agent_id, where, f"content does not match its sha256 {sha256[:12]}…")
+    return data
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a write did: ``commit`` is None when nothing changed (an idempotent retry)."""
+
+    revision: int
+    commit: Commit | None
+    row: MemoryRow | None = None  # the memory asked for by ``read_back``, after the commit
+
+
+@dataclass(frozen=True)
+class Memory:
+    path: str
+    content: bytes
+    sha256: str
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar]
+    version: int
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    created: bool
+    memory: MemoryRow
+    revision: int
+    changed: bool
+
+
+@dataclass(frozen=True)
+class Agent:
+    agent_id: str
+    name: str
+    memory_store_id: str
+    created_at: int
+    revision: int
+    last_ts: int
+
+    @classmethod
+    def of(cls, row: AgentRow) -> Agent:
+        return cls(row.agent_id, row.name, row.store_id, row.created_at, row.revision, row.last_ts)
+
+
+def _read(conn: index.Connection, agent_id: str, path: str | None) -> MemoryRow | None:
+    return index.memory(conn, agent_id, path) if path is not None else None
+
+
+class Store:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        backend: Backend | None = None,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
+        index_file: Path | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        durable.private_folder(data_dir)
+        self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
+        self.index = Index(index_file or layout.index_path(data_dir))
+        # Concurrent run registrations share one index transaction (core.runs).
+        self.registrations: GroupCommit[Any] = GroupCommit()
+        # True while this process rebuilds a deleted or replaced index (memfs.core.healing).
+        self.index_rebuilding = False
+        self.healed_inode: int | None = None  # the index file last checked against the log
+        self.index.on_reopen = self._index_replaced
+        self.memory_bytes = memory_bytes
+        # Publishes log entries while the committing thread indexes them (made on first
+        # use, and again after close: a closed Store reopens what it needs, as the index).
+        self._publisher: ThreadPoolExecutor | None = None
+        # Called after each commit this Store makes (the server counts them for /metrics).
+        self.on_commit: Callable[[], None] | None = None
+
+    def _index_replaced(self) -> None:
+        """A thread found the index file replaced: check it against the log, once per
+        file (every thread of the process reconnects, one by one)."""
+        from memfs.core import healing  # healing rebuilds through maintenance, above the store
+
+        try:
+            inode: int | None = os.stat(self.index.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if inode is not None and inode == self.healed_inode:
+            return
+        self.healed_inode = inode
+        healing.rebuild_in_background(self)
+
+    def close(self) -> None:
+        if self._publisher is not None:
+            self._publisher.shutdown()
+            self._publisher = None
+        self.index.close()
+
+    # ---- agents ----------------------------------------------------------------
+
+    def create_agent(self, agent_id: str, name: str | None = None) -> Agent:
+        paths.agent_id(agent_id)
+        name = agent_id if name is None else _agent_name(name)
+        with self.index.write() as conn:
+            # Canonical but not indexed (a crash before the index commit, or a lost
+            # index): adopt it in its own transaction, so the Conflict below keeps it.
+            if index.agent(conn, agent_id) is None:
+                existing = self.agent_record(agent_id)
+                if existing is not None:
+                    self.adopt_record(conn, existing)
+        with self.index.write() as conn:
+            if index.agent(conn, agent_id) is not None:
+                raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
+            # Leftovers of an erase that was interrupted must not leak into a new agent.
+            for key in list(self.backend.list(layout.agent_prefix(agent_id))):
+                self.backend.delete(key)
+            shutil.rmtree(layout.worktree_root(self.data_dir, agent_id), ignore_errors=True)
+            created = now_us()
+            store_id = str(uuid.uuid4())
+            record = {
+                "format": 1,
+                "agentId": agent_id,
+                "name": name,
+                "memoryStoreId": store_id,
+                "createdAt": format_ts(created),
+            }
+            body = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            if not self.backend.put_if_absent(layout.agent_key(agent_id), body):
+                raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
+            index.put_agent(conn, agent_id, name, store_id, created)
+            durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
+            row = index.agent(conn, agent_id)
+        assert row is not None
+        return Agent.of(row)
+
+    def agent_record(self, agent_id: str) -> dict[str, str] | None:
+        """The canonical record (agent.json) of an agent, None if there is none."""
+        try:
+            data = self.backend.get(layout.agent_key(agent_id))
+        except MissingObject:
+            return None
+        try:
+            record = json.loads(data)
+            if record["agentId"] != agent_id:
+                raise ValueError("agent id does not match its folder")
+            return dict(record)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptionError(f"agent record of {agent_id!r} is unreadable: {exc}") from None
+
+    def adopt_record(self, conn: index.Connection, record: Mapping[str, Any]) -> None:
+        """Index an agent from its canonical record (reindex, import, a lost index)."""
+        index.put_agent(
+            conn,
+            record["agentId"],
+            record["name"],
+            record["memoryStoreId"],
+            parse_ts(record["createdAt"]),
+        )
+
+    def rename_agent(self, agent_id: str, name: str, *, actor: str) -> Agent:
+        name = _agent_name(name)
+        self._commit(agent_id, [], actor=actor, message=f"rename agent to {name}", agent_name=name)
+        return self.get_agent(agent_id)
+
+    def get_agent(self, agent_id: str) -> Agent:
+        paths.agent_id(agent_id)
+        with self.index.read() as conn:
+            return Agent.of(_require_agent(conn, agent_id))
+
+    def list_agents(
+        self, prefix: str = "", *, after: str | None = None, limit: int = 200
+    ) -> list[Agent]:
+        with self.index.read() as conn:
+            return [Agent.of(r) for r in index.agents(conn, prefix, after, limit)]
+
+    def agent_stats(self, agent_id: str) -> tuple[int, int]:
+        """(number of memories, their total bytes)."""
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.agent_stats(conn, agent_id)
+
+    def ever_written(self, agent_id: str) -> bool:
+        """Whether a memory of the agent was ever written (its summary is ``waiting`` until)."""
+        with self.index.read() as conn:
+            return index.ever_written(conn, agent_id)
+
+    def erase_agent(self, agent_id: str) -> None:
+        """Erase an agent and its whole history, irrecoverably."""
+        paths.agent_id(agent_id)
+        with self.index.write() as conn:
+            if index.agent(conn, agent_id) is None and self.agent_record(agent_id) is None:
+                raise NotFound(f"agent {agent_id!r} does not exist", field="agentId")
+            index.drop_agent(conn, agent_id)
+            # The record goes first: without it, whatever an interrupted erase leaves is
+            # a leftover that fsck reports and the next create of this id removes.
+            self.backend.delete(layout.agent_key(agent_id))
+            for key in list(self.backend.list(layout.agent_prefix(agent_id))):
+                self.backend.delete(key)
+            shutil.rmtree(layout.agent_folder(self.data_dir, agent_id), ignore_errors=True)
+        # The rows were zeroed as they were deleted (secure_delete); the WAL still holds
+        # page images from before, until it is checkpointed and truncated.
+        self.index.checkpoint()
+
+    # ---- writing -----------------------------------------------------------------
+
+    def write(
+        self,
+        agent_id: str,
+        path: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        create_only: bool = False,
+        actor: str,
+        message: str = "",
+    ) -> WriteResult:
+        """Write one memory. Identical content is a no-op that answers the current version."""
+        path = paths.memory_path(path)
+        result = self._commit(
+            agent_id,
+            [Put(path, data, if_match=if_match, create_only=create_only)],
+            actor=actor,
+            message=message,
+            read_back=path,
+        )
+        row = result.row
+        assert row is not None
+        created = result.commit is not None and result.commit.changes[0].operation == CREATED
+        return WriteResult(created, row, result.revision, result.commit is not None)
+
+    def delete(
+        self,
+        agent_id: str,
+        path: str,
+        *,
+        if_match: str | None = None,
+        actor: str,
+        message: str = "",
+    ) -> CommitResult:
+        return self.apply(agent_id, [Delete(path, if_match)], actor=actor, message=message)
+
+    def rename(
+        self,
+        agent_id: str,
+        src: str,
+        dst: str,
+        *,
+        if_match: str | None = None,
+        actor: str,
+        message: str = "",
+    ) -> CommitResult:
+        return self.apply(agent_id, [Move(src, dst, if_match)], actor=actor, message=message)
+
+    def apply(
+        self, agent_id: str, ops: Sequence[Op], *, actor: str, message: str = ""
+    ) -> CommitResult:
+        """Apply ``ops`` as one commit, all or nothing."""
+        if not ops:
+            raise InvalidRequest("a commit needs at least one change")
+        return self._commit(agent_id, ops, actor=actor, message=message)
+
+    @_records_damage
+    def _commit(
+        self,
+        agent_id: str,
+        ops: Sequence[Op],
+        *,
+        actor: str,
+        message: str,
+        agent_name: str | None = None,
+        read_back: str | None = None,
+    ) -> CommitResult:
+        """Commit ``ops``; with ``read_back``, also the index row that path has afterwards
+        (as the commit wrote it, or read in the same transaction)."""
+        paths.agent_id(agent_id)
+        ops = [_validated(op) for op in ops]
+        self._refuse_symlinks(agent_id, ops)
+        for attempt in range(_RACE_RETRIES):
+            # The first attempt plans on the index's head without probing the log for
+            # entries past it (a crashed writer's, another node's): creating the next
+            # entry is that probe. An answer that writes nothing (a no-op or a refusal)
+            # is checked by looking, and judged again on the caught-up head if stale.
+            behind: int | None = None
+            # Set once this commit's log entry is durable and ours: from then on it is
+            # committed, whatever happens to the index (a full disk, say).
+            durable: CommitResult | None = None
+            try:
+                with self.index.write() as conn:
+                    row = _require_agent(conn, agent_id)
+                    if attempt:
+                        row = self._catch_up(conn, row)
+                    else:
+                        behind = row.revision
+                    states = index.PathStates(
+                        conn, agent_id, lambda sha: self._read_blob(conn, agent_id, sha)
+                    )
+                    plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
+                    if not plan.changes and agent_name is None:
+                        if behind is not None and self._has_entry(agent_id, behind + 1):
+                            raise _LostRace
+                        return CommitResult(row.revision, None, _read(conn, agent_id, read_back))
+                    for change in plan.changes:
+                        if change.after is not None and change.content is None:
+                            key = layout.blob_key(agent_id, change.after)
+                            self.backend.put_if_absent(key, plan.contents[change.after])
+                    ts = max(now_us(), row.last_ts + 1, index.clock(conn) + 1)
+                    commit = Commit(
+                        agent_id=agent_id,
+                        revision=row.revision + 1,
+                        ts=ts,
+                        actor=actor,
+                        message=message,
+                        changes=tuple(plan.changes),
+                        agent_name=agent_name,
+                    )
+                    key = layout.log_key(agent_id, commit.revision)
+                    entry = commit.to_bytes()
+                    published = self._publish_entry(key, entry)
+                    # The tree is brought to the commit before the transaction commits
+                    # (published when the with ends; discarded on any error): a crash
+                    # after that commit but before the tree would leave a stale tree
+                    # that no catch-up repairs (the index would be up to date), and the
+                    # next writer of the path would take its file for a hand edit.
+                    with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
+                        try:
+                            index.apply_commit(conn, commit, ts, plan.contents, entry)
+                            tree.stage()  # new tree files are made meanwhile too
+                        finally:
+                            won = published.result()
+                            if won:
+                                durable = CommitResult(
+                                    commit.revision, commit, written_row(plan, commit, read_back)
+                                )
+                        if not won:
+                            raise _LostRace
+                    if self.on_commit is not None:
+                        self.on_commit()
+                    row_after = written_row(plan, commit, read_back)
+                    if row_after is None:
+                        row_after = _read(conn, agent_id, read_back)
+                    return CommitResult(commit.revision, commit, row_after)
+            except _LostRace:
+                continue
+            except Damaged:
+                raise
+            except Exception as exc:
+                if durable is not None:
+                    # The log entry is the commit: acknowledge it. The index missed it
+                    # and takes it from the log at the next write's catch-up.
+                    log.warning(
+                        "r%d of %r is committed but not indexed (%s); the index catches up",
+                        durable.revision,
+                        agent_id,
+                        exc,
+                    )
+                    return durable
+                if not isinstance(exc, MemfsError):
+                    raise
+                if behind is not None:
+                    if self._has_entry(agent_id, behind + 1):
+                        continue  # judged on a stale head: judge again after catching up
+                    raise  # judged on the head, and no catch-up was rolled back
+                # The refusal rolled back the catch-up it was judged after; apply it
+                # again so readers see the head that the refusal saw.
+                self.sync(agent_id)
+                raise
+        raise Conflict("too many concurrent writers; try again")
+
+    def _record(
+        self,
+        conn: index.Connection,
+        commit: Commit,
+        visible_at: int,
+        contents: dict[str, bytes],
+        entry: bytes,
+    ) -> None:
+        index.apply_commit(conn, commit, visible_at, contents, entry)
+        publish_tree(self._tree(commit.agent_id), commit, contents, None)
+
+    def _refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
+        """A symlink on the way to a path a commit touches (or as the agent's folder or
+        its .memfs) is refused before anything is written: memfs never follows one."""
+        durable.check_no_symlink(
+            self.data_dir, ["agents", paths.agent_dir_name(agent_id), ".memfs"]
+        )
+        tree = self._tree(agent_id)
+        for op in ops:
+            for path in (op.src, op.dst) if isinstance(op, Move) else (op.path,):
+                tree.check(path)
+
+    def _tree(self, agent_id: str) -> WorkTree:
+        return WorkTree(layout.worktree_root(self.data_dir, agent_id))
+
+    def _publish_entry(self, key: str, entry: bytes) -> Future[bool]:
+        """Create log entry N+1 with create-if-absent: the commit point. It runs on the
+        publisher thread, so its fsyncs wait on the disk while the caller indexes the
+        commit; the caller's index transaction commits only once it is durable and ours
+        (a lost race rolls it back)."""
+        if self._publisher is None:
+            self._publisher = ThreadPoolExecutor(1, "memfs-publish")
+        return self._publisher.submit(self.backend.put_if_absent, key, entry)
+
+    def _catch_up(self, conn: index.Connection, row: AgentRow) -> AgentRow:
+        """Apply log entries past the index's revision (left by a crashed writer)."""
+        revision = row.revision
+        while True:
+            key = layout.log_key(row.agent_id, revision + 1)
+            try:
+                data = self.backend.get(key)
+            except MissingObject:
+                break
+            try:
+                commit = Commit.from_bytes(data, where=key)
+                if commit.agent_id != row.agent_id or commit.revision != revision + 1:
+                    raise CorruptionError(
+                        f"names revision {commit.revision} of {commit.agent_id!r}"
+                    )
+                contents = self._contents(commit, key)
+            except CorruptionError as exc:
+                raise Damaged(row.agent_id, key, exc.message) from None
+            visible_at = max(now_us(), index.clock(conn) + 1, commit.ts)
+            self._record(conn, commit, visible_at, contents, data)
+            revision += 1
+        if revision == row.revision:
+            return row
+        fresh = index.agent(conn, row.agent_id)
+        assert fresh is not None
+        return fresh
+
+    def _has_entry(self, agent_id: str, revision: int) -> bool:
+        return self.backend.exists(layout.log_key(agent_id, revision))
+
+    def _contents(self, commit: Commit, where: str) -> dict[str, bytes]:
+        """The contents ``commit`` (log entry ``where``) writes, each checked."""
+        contents: dict[str, bytes] = {}
+        agent_id = commit.agent_id
+        for change in commit.changes:
+            if change.after is None:
+                continue
+            if change.content is not None:
+                data = change.content.encode()
+                contents[change.after] = verified(agent_id, change.after, data, where)
+                continue
+            key = layout.blob_key(agent_id, change.after)
+            try:
+                data = self.backend.get(key)
+            except MissingObject:
+                raise Damaged(agent_id, key, "content is missing") from None
+            contents[change.after] = verified(agent_id, change.after, data, key)
+        return contents
+
+    # ---- reading -----------------------------------------------------------------
+
+    def _read_blob(self, conn: index.Connection, agent_id: str, sha256: str) -> bytes:
+        """A content, checked against its sha256 (Damaged if no copy of it is intact)."""
+        data = index.blob(conn, agent_id, sha256)
+        if data is not None:
+            if hashlib.sha256(data).hexdigest() == sha256:
+                return data
+            log.error("the index's copy of content %s of %r is damaged", sha256, agent_id)
+        key = layout.blob_key(agent_id, sha256)
+        try:
+            blob = self.backend.get(key)
+        except MissingObject:
+            if data is None:
+                raise Damaged(agent_id, key, "content is missing") from None
+            # Inline in a log entry: the index's copy was the only one at hand.
+            first = index.first_revision_with(conn, agent_id, sha256)
+            where = layout.log_key(agent_id, first) if first else key
+            reason = f"content does not match its sha256 {sha256[:12]}…"
+            raise Damaged(agent_id, where, reason) from None
+        return verified(agent_id, sha256, blob, key)
+
+    def record_damage(self, exc: Damaged) -> None:
+        """Remember that ``exc.agent_id`` is damaged: its routes answer 503 until fsck."""
+        if exc.known:
+            return
+        exc.known = True
+        log.error("agent %r is damaged: %s: %s", exc.agent_id, exc.file, exc.reason)
+        try:
+            with self.index.write() as conn:
+                index.mark_damaged(conn, exc.agent_id, exc.file, exc.reason)
+        except Exception as error:  # the request is refused either way
+            log.error("could not record the damage of %r: %s", exc.agent_id, error)
+
+    @_records_damage
+    def read(self, agent_id: str, path: str, version: int | None = None) -> Memory:
+        """The current memory at ``path``, or its version ``version`` (past ones too)."""
+        path = paths.memory_path(path)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            if version is None:
+                row = index.memory(conn, agent_id, path)
+                if row is None:
+                    raise NotFound(f"{path} does not exist", field="path")
+                data = self._read_blob(conn, agent_id, row.sha256)
+                return Memory(
+                    path,
+                    data,
+                    row.sha256,
+                    row.size,
+                    row.description,
+                    row.metadata,
+                    row.version,
+                    row.created_at,
+                    row.updated_at,
+                )
+            if version < 1:
+                raise InvalidRequest("version must be an integer >= 1", field="version")
+            # SQLite integers are 64-bit: a larger version can't exist (nor be bound).
+            past = index.version(conn, agent_id, path, version) if version < 2**63 else None
+            if past is None:
+                raise NotFound(f"{path} has no version {version}", field="version")
+            if past.sha256 is None:
+                raise NotFound(
+                    f"version {version} of {path} is its deletion; read version {version - 1}",
+                    field="version",
+                )
+            data = self._read_blob(conn, agent_id, past.sha256)
+            return Memory(
+                path,
+                data,
+                past.sha256,
+                past.size,
+                past.description,
+                past.metadata,
+                past.version,
+                past.valid_from,
+                past.valid_from,
+            )
+
+    def list_memories(
+        self,
+        agent_id: str,
+        folder: str = "",
+        *,
+        after: str | None = None,
+        limit: int = 200,
+        depth_one: bool = False,
+        filters: Sequence[tuple[str, str]] = (),
+    ) -> tuple[list[MemoryRow | FolderEntry], bool]:
+        """A page of one folder's memories (and subfolders with ``depth_one``)."""
+        folder = paths.folder_prefix(folder)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.list_memories(
+                conn,
+                agent_id,
+                folder,
+                after=after,
+                limit=limit,
+                depth_one=depth_one,
+                filters=filters,
+            )
+
+    def list_page_json(
+        self,
+        agent_id: str,
+        folder: str,
+        *,
+        after: str | None,
+        limit: int,
+        depth_one: bool,
+        filters: list[tuple[str, str]],
+    ) -> index.ListingJson:
+        """A listing page as the stored listing JSON of its memories (no Python object
+        per memory: the fast path of ``GET …/memories``); through ``list_memories`` for
+        an agent the index doesn't hold, to answer its 404."""
+        with self.index.read() as conn:
+            if index.agent(conn, agent_id) is not None:
+                return index.list_memories_json(
+                    conn,
+                    agent_id,
+                    folder,
+                    after=after,
+                    limit=limit,
+                    depth_one=depth_one,
+                    filters=filters,
+                )
+        items, more = self.list_memories(
+            agent_id, folder, after=after, limit=limit, depth_one=depth_one, filters=filters
+        )
+        return index.listing_page(items, more)
+
+    def count_memories(
+        self,
+        agent_id: str,
+        folder: str = "",
+        *,
+        depth_one: bool = False,
+        filters: Sequence[tuple[str, str]] = (),
+    ) -> int:
+        folder = paths.folder_prefix(folder)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.count_memories(
+                conn, agent_id, folder, depth_one=depth_one, filters=filters
+            )
+
+    def versions(
+        self, agent_id: str, path: str, *, after: int = 0, limit: int = 200
+    ) -> list[VersionRow]:
+        path = paths.memory_path(path)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            rows = index.versions(conn, agent_id, path, after, limit)
+            if not rows and after == 0:
+                raise NotFound(f"{path} has no history", field="path")
+            return rows
+
+    def log(
+        self, agent_id: str, *, path: str | None = None, before: int | None = None, limit: int = 200
+    ) -> list[CommitRow]:
+        """Commits newest first, optionally only those that touched ``path``."""
+        if path is not None:
+            path = paths.memory_path(path)
+        with self.index.read() as conn:
+            _require_agent(conn, agent_id)
+            return index.commits(conn, agent_id, before=before, limit=limit, path=path)
+
+    def commit_at(self, agent_id: str, revision: int) -> Commit:
+        """The canonical log entry of ``revision``, read from the backend."""
+        agent = self.get_agent(agent_id)
+        if not 1 <= revision <= agent.revision:
+            raise NotFound(
+                f"agent {agent_id!r} has no revision {revision} (head is {agent.revision})",
+                field="revision",
+            )
+        key = layout.log_key(agent_id, revision)
+        try:
+            return Commit.from_bytes(self.backend.get(key), where=key)
+        except MissingObject:
+            raise CorruptionError(f"log entry {key} is missing; run 'memfs fsck'") from None
+
+    @_records_damage
+    def content_of(self, agent_id: str, sha256: str) -> bytes:
+        with self.index.read() as conn:
+            return self._read_blob(conn, agent_id, sha256)
+
+    def sync(self, agent_id: str | None = None) -> int:
+        """Apply log entries a crashed writer left unindexed; returns how many agents moved."""
+        ids = [agent_id] if agent_id else [a.agent_id for a in self.iter_agents()]
+        moved = 0
+        for one in ids:
+            try:
+                with self.index.write() as conn:
+                    row = index.agent(conn, one)
+                    if row is not None and self._catch_up(conn, row) is not row:
+                        moved += 1
+            except Damaged as exc:  # that agent is refused; the others catch up
+                self.record_damage(exc)
+        return moved
+
+    def iter_agents(self) -> list[Agent]:
+        out: list[Agent] = []
+        after: str | None = None
+        while True:
+            page = self.list_agents(after=after, limit=1000)
+            out.extend(page)
+            if len(page) < 1000:
+                return out
+            after = page[-1].agent_id
+
+
+class _LostRace(Exception):
+    """Another writer created the log entry we meant to create."""
+
+
+def _require_agent(conn: index.Connection, agent_id: str) -> AgentRow:
+    """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
+    row = index.agent(conn, agent_id)
+    if row is None:
+        raise NotFound(
+            f"agent {agent_id!r} does not exist; create it with "
+            f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
+            field="agentId",
+        )
+    damage = index.damage(conn, agent_id)
+    if damage is not None:
+        exc = Damaged(agent_id, *damage)
+        exc.known = True
+        raise exc
+    return row
+
+
+def _validated(op: Op) -> Op:
+    if isinstance(op, Put):
+        if op.if_match is not None:
+            _sha(op.if_match)
+        return Put(paths.memory_path(op.path), op.content, op.if_match, op.create_only, op.lenient)
+    if isinstance(op, Delete):
+        if op.if_match is not None:
+            _sha(op.if_match)
+        return Delete(paths.memory_path(op.path), op.if_match)
+    if op.if_match is not None:
+        _sha(op.if_match)
+    return Move(paths.memory_path(op.src), paths.memory_path(op.dst, field="newPath"), op.if_match)
+
+
+def _sha(value: str) -> str:
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise InvalidRequest(
+            "If-Match must be a lowercase hex sha256 (64 characters)", field="If-Match"
+        )
+    return value
+
+
+def _agent_name(name: str) -> str:
+    if (
+        not isinstance(name, str)
+        or not name.strip()
+        or len(name) > 256
+        or any(ord(c) < 32 for c in name)
+    ):
+        raise InvalidRequest("agent name must be 1-256 printable characters", field="name")
+    return name
+
+
+__all__ = [
+    "Agent",
+    "CommitResult",
+    "Delete",
+    "Memory",
+    "Move",
+    "Op",
+    "Put",
+    "Store",
+    "WriteResult",
+]

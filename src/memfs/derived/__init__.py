@@ -1,0 +1,1 @@
+"""Rebuildable state: the SQLite index and the working trees."""

@@ -1,0 +1,165 @@
+"""The derived SQLite index: every query memfs answers, rebuilt from the log at will.
+
+Tables (schema ``SCHEMA_VERSION``):
+  agents(agent_id, name, store_id, created_at, revision, last_ts)
+  commits(agent_id, revision, ts, visible_at, actor, message, changes)
+  versions(agent_id, path, version, …, valid_from, valid_to, visible_from, visible_to)
+  memories(agent_id, path, …, listing)   live memories only, keyset-listed by path;
+                                          ``listing`` is the memory's listing JSON
+  memory_meta(agent_id, path, key, value) scalar frontmatter, for metadata filters
+  blobs(agent_id, sha256, content)       a read cache of contents
+  damage(agent_id, file, reason)         agents found damaged (their routes answer 503)
+  meta(key, value)                        schema version and the visibility clock
+
+The file is watched: a transaction that finds it deleted or replaced (another inode)
+drops its connection, and ``IndexGone`` tells the store to rebuild it from the log.
+
+``visible_at`` is when a commit became visible in this index (its timestamp for a
+live commit, later for a log entry caught up after a crash); pinned reads compare
+against it so that what a reader saw at a ``readTimestamp`` never changes.
+Applying a commit is idempotent: a revision already present is skipped.
+"""
+
+from __future__ import annotations
+
+from memfs.derived.index.connection import Index, file_is_current
+from memfs.derived.index.reads import (
+    PathStates,
+    agent,
+    agent_heads,
+    agent_ids,
+    agent_stats,
+    agents,
+    blob,
+    cached_blobs,
+    commit_entry,
+    commit_revisions,
+    commits,
+    count_memories,
+    damaged_agents,
+    ever_written,
+    first_revision_with,
+    has_version_larger_than,
+    is_folder,
+    last_version,
+    list_memories,
+    list_memories_json,
+    live_contents,
+    live_paths,
+    live_rows,
+    memory,
+    runs_by_status,
+    schema,
+    version,
+    versions,
+)
+from memfs.derived.index.rows import (
+    AgentRow,
+    CommitRow,
+    Connection,
+    FolderEntry,
+    IndexGone,
+    ListingJson,
+    MemoryRow,
+    VersionRow,
+    listing_page,
+    listing_text,
+)
+from memfs.derived.index.runs import (
+    RUN_COLUMNS,
+    RUN_FIELDS,
+    RunRow,
+    add_run_step,
+    due_run_rows,
+    finished_deliveries,
+    forget_delivery,
+    put_run,
+    run_counts,
+    run_row,
+    run_rows,
+)
+from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.derived.index.writes import (
+    apply_commit,
+    bulk_load,
+    clear_damage,
+    clear_tables,
+    clock,
+    damage,
+    drop_agent,
+    mark_damaged,
+    put_agent,
+    raise_clock,
+    release,
+    rollback_to,
+    savepoint,
+)
+
+__all__ = [
+    "DERIVED_TABLES",
+    "RUN_COLUMNS",
+    "RUN_FIELDS",
+    "SCHEMA_VERSION",
+    "AgentRow",
+    "CommitRow",
+    "Connection",
+    "FolderEntry",
+    "Index",
+    "IndexGone",
+    "ListingJson",
+    "MemoryRow",
+    "PathStates",
+    "RunRow",
+    "VersionRow",
+    "add_run_step",
+    "agent",
+    "agent_heads",
+    "agent_ids",
+    "agent_stats",
+    "agents",
+    "apply_commit",
+    "blob",
+    "bulk_load",
+    "cached_blobs",
+    "clear_damage",
+    "clear_tables",
+    "clock",
+    "commit_entry",
+    "commit_revisions",
+    "commits",
+    "count_memories",
+    "damage",
+    "damaged_agents",
+    "drop_agent",
+    "due_run_rows",
+    "ever_written",
+    "file_is_current",
+    "finished_deliveries",
+    "first_revision_with",
+    "forget_delivery",
+    "has_version_larger_than",
+    "is_folder",
+    "last_version",
+    "list_memories",
+    "list_memories_json",
+    "listing_page",
+    "listing_text",
+    "live_contents",
+    "live_paths",
+    "live_rows",
+    "mark_damaged",
+    "memory",
+    "put_agent",
+    "put_run",
+    "raise_clock",
+    "release",
+    "rollback_to",
+    "run_counts",
+    "run_row",
+    "run_rows",
+    "runs_by_status",
+    "savepoint",
+    "schema",
+    "version",
+    "versions",
+]

@@ -1,0 +1,204 @@
+"""The index file: one connection per thread, read and write transactions, the file watch."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from memfs.derived.index.rows import IndexGone
+from memfs.derived.index.schema import _SCHEMA, KNOWN_SCHEMAS, SCHEMA_VERSION, migrate
+
+
+class Index:
+    """One SQLite file shared by every process; one connection per thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        # True when opening found no usable index (missing, empty, unknown schema), so
+        # what this file holds says nothing yet: the store rebuilds it from the log.
+        self.created = False
+        self.on_reopen: Callable[[], None] | None = None
+        self._local = threading.local()
+        self._writer = threading.RLock()
+        # Processes queue on an flock of this file: the kernel wakes the next waiter
+        # when it is released, where SQLite's busy handler sleeps and polls (unfair:
+        # a writer in a tight loop could starve the others for seconds).
+        self._queue_path = path.with_name(path.name + ".lock")
+        self._queue = -1
+        self._opened = False
+        self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._queue, fcntl.LOCK_EX)  # released by _migrate's transaction
+        if not path.exists():
+            # Write-ahead files left by a deleted index belong to another database:
+            # SQLite would apply them to the new file.
+            for suffix in ("-wal", "-shm"):
+                path.with_name(path.name + suffix).unlink(missing_ok=True)
+        self._migrate()
+        self._opened = True
+
+    def _connect(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        # One stat per transaction (about a microsecond): a file deleted or replaced
+        # under a running server is noticed at once, never served as an empty store.
+        try:
+            inode = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            inode = None
+        if conn is not None and inode != self._local.inode:
+            conn.close()  # deleted or replaced: reopen what stands there now, if usable
+            self._local.conn = conn = None
+            if self.on_reopen is not None:
+                self.on_reopen()  # the store checks the new file against the log
+        if conn is None:
+            if inode is None and self._opened:
+                raise IndexGone(str(self.path))  # only the first open may create it
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self._local.inode = os.stat(self.path).st_ino
+            conn.execute("PRAGMA busy_timeout=60000")
+            if self._opened and not _usable(conn):
+                conn.close()
+                raise IndexGone(str(self.path))  # replaced by something else
+            _enable_wal(conn)
+            # The index is derived: a commit lost to power failure is replayed from the
+            # log, so the WAL need not be fsynced on every commit.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            # Deleted rows are overwritten with zeros (in their pages and in freed pages),
+            # so an erased agent's text leaves no trace in the file (see checkpoint()).
+            conn.execute("PRAGMA secure_delete=ON")
+            self._local.conn = conn
+        return conn
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the main file and truncate it to zero bytes: after an
+        erase, the old page images the WAL still held are gone too."""
+        conn = self._connect()
+        busy = 1
+        deadline = time.monotonic() + 60
+        while busy and time.monotonic() < deadline:
+            # busy while a reader of another process sits on an older snapshot
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                time.sleep(0.01)
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+        with self._writer:
+            if self._queue >= 0:
+                os.close(self._queue)
+                self._queue = -1
+
+    def _migrate(self) -> None:
+        with self.write() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+                " WITHOUT ROWID"
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if row is not None and row[0] not in KNOWN_SCHEMAS:
+                # Derived state of a schema this memfs doesn't know (a newer or a
+                # foreign file): start afresh; the store rebuilds it from the log.
+                names = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+                for (name,) in names:
+                    conn.execute(f'DROP TABLE IF EXISTS "{name}"')
+                conn.execute(
+                    "CREATE TABLE meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID"
+                )
+                row = None
+            if row is None:
+                self.created = True
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute("INSERT INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
+                conn.execute("INSERT OR IGNORE INTO meta VALUES('clock', 0)")
+            else:
+                migrate(conn, row[0])
+                # Tables and indexes added since the file was made (damage, inspect's
+                # per-agent log seeks): every statement is CREATE … IF NOT EXISTS.
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: holds the index's one write lock until it ends."""
+        conn = self._connect()
+        # SQLite's busy handler makes waiting writers sleep and poll, which is unfair
+        # (p99 of seconds under load); threads of one process queue on a lock instead.
+        with self._writer:
+            if self._queue < 0:
+                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._queue, fcntl.LOCK_EX)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    # A failed COMMIT (a full disk) leaves the transaction open.
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+                    raise
+            finally:
+                fcntl.flock(self._queue, fcntl.LOCK_UN)
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees one snapshot."""
+        conn = self._connect()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+
+def _usable(conn: sqlite3.Connection) -> bool:
+    """True if ``conn`` opened an index of this schema (not a stranger's file)."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.DatabaseError:
+        return False
+    return row is not None and row[0] == SCHEMA_VERSION
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    # Switching a new database to WAL needs it exclusively, and SQLite answers "locked"
+    # at once (no busy handler) while another process opens it too: retry briefly.
+    # Once set, WAL mode is stored in the file and this returns at once.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def file_is_current(path: Path) -> bool:
+    """True if ``path`` holds an index of this schema, read without opening it for
+    writing (no lock taken, nothing created)."""
+    if not path.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == SCHEMA_VERSION

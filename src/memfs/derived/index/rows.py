@@ -1,0 +1,104 @@
+"""The index's row types and the listing JSON each live memory keeps."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from memfs.domain.content import Scalar
+from memfs.domain.listing import listing_fields
+from memfs.domain.records import AgentRow as AgentRow
+from memfs.domain.records import CommitRow as CommitRow
+from memfs.domain.records import FolderEntry as FolderEntry
+from memfs.domain.records import ListingJson as ListingJson
+from memfs.domain.records import MemoryRow as MemoryRow
+from memfs.domain.records import VersionRow as VersionRow
+
+Connection = sqlite3.Connection
+
+
+# Characters right after '/' and after U+10FFFF in bytewise UTF-8 order: a folder F
+# holds exactly the paths p with F + "/" < p < F + "0".
+_AFTER_SLASH = "0"
+
+
+class IndexGone(Exception):
+    """The index file was deleted or replaced under this process (inode check)."""
+
+
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def listing_text(
+    path: str, size: int, sha256: str, description: str | None, version: int, updated_at: int
+) -> str:
+    """A memory as listings show it (``domain.listing``), as the JSON text an HTTP
+    page joins: kept in the memory's row, so a page is its rows' texts joined."""
+    return _encode(listing_fields(path, size, sha256, description, version, updated_at))
+
+
+def listing_page(items: Sequence[MemoryRow | FolderEntry], more: bool) -> ListingJson:
+    """A page of ``Store.list_memories`` as ``list_memories_json`` answers it."""
+    last = None
+    if items:
+        end = items[-1]
+        last = end.path + "/" if isinstance(end, FolderEntry) else end.path
+    return ListingJson(
+        b",".join(
+            listing_text(i.path, i.size, i.sha256, i.description, i.version, i.updated_at).encode()
+            for i in items
+            if not isinstance(i, FolderEntry)
+        ),
+        [i.path for i in items if isinstance(i, FolderEntry)],
+        last,
+        more,
+    )
+
+
+def _metadata(raw: object) -> dict[str, Scalar]:
+    # Most memories have no metadata besides their description: skip the parser then.
+    if raw == "{}":
+        return {}
+    parsed: dict[str, Scalar] = json.loads(str(raw))
+    return parsed
+
+
+_MEMORY_COLUMNS = "path, version, sha256, bytes, description, metadata, created_at, updated_at"
+
+
+def _memory(row: Sequence[object]) -> MemoryRow:
+    return MemoryRow(
+        path=str(row[0]),
+        version=int(row[1]),  # type: ignore[call-overload]
+        sha256=str(row[2]),
+        size=int(row[3]),  # type: ignore[call-overload]
+        description=row[4] if isinstance(row[4], str) else None,
+        metadata=_metadata(row[5]),
+        created_at=int(row[6]),  # type: ignore[call-overload]
+        updated_at=int(row[7]),  # type: ignore[call-overload]
+    )
+
+
+_VERSION_SELECT = (
+    "SELECT v.path, v.version, v.revision, v.operation, v.sha256, v.bytes, v.description, "
+    "v.metadata, v.valid_from, v.valid_to, c.actor, c.message FROM versions v "
+    "JOIN commits c ON c.agent_id=v.agent_id AND c.revision=v.revision "
+)
+
+
+def _version(row: Sequence[object]) -> VersionRow:
+    return VersionRow(
+        path=str(row[0]),
+        version=int(row[1]),  # type: ignore[call-overload]
+        revision=int(row[2]),  # type: ignore[call-overload]
+        operation=str(row[3]),
+        sha256=row[4] if isinstance(row[4], str) else None,
+        size=int(row[5]),  # type: ignore[call-overload]
+        description=row[6] if isinstance(row[6], str) else None,
+        metadata=_metadata(row[7]),
+        valid_from=int(row[8]),  # type: ignore[call-overload]
+        valid_to=int(row[9]) if row[9] is not None else None,  # type: ignore[call-overload]
+        actor=str(row[10]),
+        message=str(row[11]),
+    )

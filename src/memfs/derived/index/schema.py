@@ -1,0 +1,129 @@
+"""The index schema and its migrations: small named steps, applied in order."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from memfs.derived.index.rows import listing_text
+
+SCHEMA_VERSION = 2
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS agents(
+  agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL, revision INTEGER NOT NULL DEFAULT 0,
+  last_ts INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS commits(
+  agent_id TEXT NOT NULL, revision INTEGER NOT NULL, ts INTEGER NOT NULL,
+  visible_at INTEGER NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
+  changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS commits_by_visibility ON commits(visible_at);
+CREATE INDEX IF NOT EXISTS commits_by_agent_visibility ON commits(agent_id, visible_at);
+CREATE TABLE IF NOT EXISTS versions(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
+  revision INTEGER NOT NULL, operation TEXT NOT NULL, sha256 TEXT, bytes INTEGER NOT NULL,
+  description TEXT, metadata TEXT NOT NULL, valid_from INTEGER NOT NULL, valid_to INTEGER,
+  visible_from INTEGER NOT NULL, visible_to INTEGER,
+  PRIMARY KEY(agent_id, path, version)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memories(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
+  sha256 TEXT NOT NULL, bytes INTEGER NOT NULL, description TEXT, metadata TEXT NOT NULL,
+  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, listing TEXT NOT NULL,
+  PRIMARY KEY(agent_id, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS memory_meta(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(agent_id, path, key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS runs(
+  agent_id TEXT NOT NULL, run_id TEXT NOT NULL, trigger_id TEXT NOT NULL,
+  webhook_id TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL,
+  max_attempts INTEGER NOT NULL, next_retry_at INTEGER, created_at INTEGER NOT NULL,
+  started_at INTEGER, finished_at INTEGER, exit_code INTEGER, output TEXT, error TEXT,
+  events INTEGER NOT NULL, delivery_key TEXT, PRIMARY KEY(agent_id, run_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, next_retry_at);
+CREATE INDEX IF NOT EXISTS runs_by_status_age ON runs(status, created_at);
+CREATE INDEX IF NOT EXISTS runs_by_creation ON runs(agent_id, created_at, run_id);
+CREATE TABLE IF NOT EXISTS run_steps(
+  agent_id TEXT NOT NULL, run_id TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL,
+  visible_at INTEGER NOT NULL, type TEXT NOT NULL, attempt INTEGER NOT NULL,
+  detail TEXT NOT NULL, PRIMARY KEY(agent_id, run_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS run_steps_by_visibility ON run_steps(visible_at);
+CREATE INDEX IF NOT EXISTS run_steps_by_agent_visibility ON run_steps(agent_id, visible_at);
+CREATE TABLE IF NOT EXISTS blobs(
+  agent_id TEXT NOT NULL, sha256 TEXT NOT NULL, content BLOB NOT NULL,
+  PRIMARY KEY(agent_id, sha256)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS damage(
+  agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+# Every table keyed by agent: what erasing an agent or a full reindex clears.
+DERIVED_TABLES = (
+    "agents",
+    "commits",
+    "versions",
+    "memories",
+    "memory_meta",
+    "blobs",
+    "runs",
+    "run_steps",
+    "damage",
+)
+
+
+def _add_listing_column(conn: sqlite3.Connection) -> None:
+    """Each live memory keeps its listing JSON (filled here, once)."""
+    conn.execute("ALTER TABLE memories ADD COLUMN listing TEXT NOT NULL DEFAULT ''")
+    rows = conn.execute(
+        "SELECT agent_id, path, bytes, sha256, description, version, updated_at FROM memories"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE memories SET listing=? WHERE agent_id=? AND path=?",
+        [(listing_text(r[1], r[2], r[3], r[4], r[5], r[6]), r[0], r[1]) for r in rows],
+    )
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One named step: turns an index of schema ``source`` into ``source + 1``."""
+
+    name: str
+    source: int
+    apply: Callable[[sqlite3.Connection], None]
+
+
+# In order, one per schema version; the last one leads to SCHEMA_VERSION. Tables and
+# indexes added without a version bump (damage, inspect's per-agent log seeks) need no
+# step: every statement of _SCHEMA is CREATE … IF NOT EXISTS and runs on every open.
+MIGRATIONS = (Migration("listing_column", 1, _add_listing_column),)
+KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
+
+
+def migrate(conn: sqlite3.Connection, found: int) -> None:
+    """Apply every step from schema ``found`` on, in order, inside the caller's write
+    transaction: each step in a savepoint of its own, so a failing step leaves the file
+    at the schema the previous step reached, and the error names the step."""
+    for step in MIGRATIONS:
+        if step.source < found:
+            continue
+        conn.execute(f'SAVEPOINT "{step.name}"')
+        try:
+            step.apply(conn)
+            conn.execute("UPDATE meta SET value=? WHERE key='schema'", (step.source + 1,))
+        except BaseException:
+            conn.execute(f'ROLLBACK TO "{step.name}"')
+            conn.execute(f'RELEASE "{step.name}"')
+            raise
+        conn.execute(f'RELEASE "{step.name}"')

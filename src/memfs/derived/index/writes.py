@@ -1,0 +1,305 @@
+"""Writing the index: commits applied (live and in bulk), agents, damage, the clock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+import sqlite3
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from memfs.derived.index.rows import listing_text
+from memfs.derived.index.schema import DERIVED_TABLES
+from memfs.domain.commits import Commit, parse_ts
+from memfs.domain.content import Scalar, metadata_text
+from memfs.errors import CorruptionError
+
+
+def clock(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT value FROM meta WHERE key='clock'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def put_agent(
+    conn: sqlite3.Connection, agent_id: str, name: str, store_id: str, created_at: int
+) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO agents(agent_id, name, store_id, created_at) VALUES(?,?,?,?)",
+        (agent_id, name, store_id, created_at),
+    )
+
+
+def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) -> None:
+    """Forget an agent (``runs=False``: keep its runs, which reindex rescans apart)."""
+    for table in DERIVED_TABLES:
+        if runs or table not in ("runs", "run_steps"):
+            conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
+
+
+# The log summary of an entry: its changes without their inline contents, written by
+# SQLite from the entry's text (the same bytes the live commit and reindex store).
+_SUMMARY = (
+    "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
+)
+
+
+def apply_commit(
+    conn: sqlite3.Connection,
+    commit: Commit,
+    visible_at: int,
+    contents: dict[str, bytes],
+    entry: bytes,
+) -> bool:
+    """Record ``commit``, whose log entry is ``entry`` (idempotent); ``contents`` maps
+    sha256 → bytes for the cache."""
+    agent = commit.agent_id
+    inserted = conn.execute(
+        f"INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,{_SUMMARY})",
+        (
+            agent,
+            commit.revision,
+            commit.ts,
+            visible_at,
+            commit.actor,
+            commit.message,
+            entry.decode(),
+        ),
+    )
+    if inserted.rowcount == 0:
+        return False  # applied before
+    for change in commit.changes:
+        if change.version > 1:
+            conn.execute(
+                "UPDATE versions SET valid_to=?, visible_to=? "
+                "WHERE agent_id=? AND path=? AND version=?",
+                (commit.ts, visible_at, agent, change.path, change.version - 1),
+            )
+        description, metadata = change.description, change.metadata
+        meta_json = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+        conn.execute(
+            "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,NULL,?,NULL)",
+            (
+                agent,
+                change.path,
+                change.version,
+                commit.revision,
+                change.operation,
+                change.after,
+                change.size,
+                description,
+                meta_json,
+                commit.ts,
+                visible_at,
+            ),
+        )
+        if change.before is not None:  # only a live memory has metadata rows
+            conn.execute(
+                "DELETE FROM memory_meta WHERE agent_id=? AND path=?", (agent, change.path)
+            )
+        if change.after is None:
+            conn.execute("DELETE FROM memories WHERE agent_id=? AND path=?", (agent, change.path))
+            continue
+        # An update keeps the memory's created_at.
+        conn.execute(
+            "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(agent_id, path) DO"
+            " UPDATE SET version=excluded.version, sha256=excluded.sha256,"
+            " bytes=excluded.bytes, description=excluded.description,"
+            " metadata=excluded.metadata, updated_at=excluded.updated_at,"
+            " listing=excluded.listing",
+            (
+                agent,
+                change.path,
+                change.version,
+                change.after,
+                change.size,
+                description,
+                meta_json,
+                commit.ts,
+                commit.ts,
+                listing_text(
+                    change.path, change.size, change.after, description, change.version, commit.ts
+                ),
+            ),
+        )
+        if metadata:
+            conn.executemany(
+                "INSERT OR REPLACE INTO memory_meta VALUES(?,?,?,?)",
+                [(agent, change.path, k, metadata_text(v)) for k, v in metadata.items()],
+            )
+        if change.after in contents:
+            conn.execute(
+                "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
+                (agent, change.after, contents[change.after]),
+            )
+    name_sql = ", name=?" if commit.agent_name is not None else ""
+    params: list[object] = [commit.revision, commit.ts]
+    if commit.agent_name is not None:
+        params.append(commit.agent_name)
+    conn.execute(
+        f"UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?){name_sql} "
+        "WHERE agent_id=?",
+        (*params, agent),
+    )
+    raise_clock(conn, visible_at)
+    return True
+
+
+def bulk_load(
+    conn: sqlite3.Connection,
+    agent: str,
+    entries: Iterable[tuple[str, str, dict[str, Any]]],
+    blob: Callable[[str], bytes],
+) -> int:
+    """Index a whole log at once into an agent's empty rows; the same rows as applying
+    each commit with ``apply_commit`` (visible at its timestamp), in a few batched
+    statements instead of ten per commit. ``entries`` are (key, text, JSON document) of
+    the log in order; ``blob(sha256)`` reads a content too large to be inline. Works on
+    the documents rather than Commit objects (building those was half the cost), and
+    SQLite takes the inline contents out of each entry's changes for the log summary,
+    byte for byte what ``apply_commit`` writes, without a JSON encode per commit.
+    Returns the number of commits; raises CorruptionError naming an unreadable entry."""
+    commit_rows: list[tuple[object, ...]] = []
+    version_rows: list[list[object]] = []
+    open_version: dict[str, int] = {}  # path → index of its newest row in version_rows
+    live: dict[str, tuple[Any, ...]] = {}  # path → memories row (without its listing)
+    metas: dict[str, dict[str, Scalar]] = {}
+    blobs: dict[str, bytes] = {}
+    revision = last_ts = 0
+    name: str | None = None
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    for where, text, doc in entries:
+        try:
+            ts = parse_ts(doc["ts"])
+            for change in doc["changes"]:
+                path = change["path"]
+                after = change["after"]
+                version = int(change["version"])
+                size = int(change["bytes"])
+                description = change.get("description")
+                metadata = change.get("metadata") or {}
+                content = change.get("content")
+                previous = open_version.get(path)
+                if previous is not None:
+                    version_rows[previous][10] = ts  # valid_to
+                    version_rows[previous][12] = ts  # visible_to
+                meta_json = dumps(metadata) if metadata else "{}"
+                open_version[path] = len(version_rows)
+                version_rows.append(
+                    [
+                        agent,
+                        path,
+                        version,
+                        doc["revision"],
+                        change["operation"],
+                        after,
+                        size,
+                        description,
+                        meta_json,
+                        ts,
+                        None,
+                        ts,
+                        None,
+                    ]
+                )
+                if after is None:
+                    live.pop(path, None)
+                    metas.pop(path, None)
+                    continue
+                created_at = live[path][7] if path in live else ts
+                live[path] = (
+                    agent,
+                    path,
+                    version,
+                    after,
+                    size,
+                    description,
+                    meta_json,
+                    created_at,
+                    ts,
+                )
+                metas[path] = dict(metadata)
+                if content is not None:
+                    data = content.encode()
+                    if hashlib.sha256(data).hexdigest() != after:
+                        bad = CorruptionError(
+                            f"log entry {where}: inline content of {path} does not match its sha256"
+                        )
+                        bad.file = where  # type: ignore[attr-defined]
+                        raise bad
+                    blobs[after] = data
+                elif after not in blobs:
+                    blobs[after] = blob(after)  # checked by the caller's reader
+            commit_rows.append((agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text))
+            revision, last_ts = max(revision, doc["revision"]), max(last_ts, ts)
+            if doc.get("agentName") is not None:
+                name = doc["agentName"]
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
+    conn.executemany(f"INSERT INTO commits VALUES(?,?,?,?,?,?,{_SUMMARY})", commit_rows)
+    # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
+    version_rows.sort(key=operator.itemgetter(1, 2))
+    conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)
+    conn.executemany(
+        "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?,?)",
+        [
+            (*row, listing_text(row[1], row[4], row[3], row[5], row[2], row[8]))
+            for row in live.values()
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO memory_meta VALUES(?,?,?,?)",
+        [
+            (agent, path, k, metadata_text(v))
+            for path, meta in metas.items()
+            for k, v in meta.items()
+        ],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
+        [(agent, sha, data) for sha, data in blobs.items()],
+    )
+    conn.execute(
+        "UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?),"
+        " name=COALESCE(?, name) WHERE agent_id=?",
+        (revision, last_ts, name, agent),
+    )
+    raise_clock(conn, last_ts)
+    return len(commit_rows)
+
+
+def damage(conn: sqlite3.Connection, agent_id: str) -> tuple[str, str] | None:
+    """(file, reason) of the damage found in an agent, None if it is sound."""
+    row = conn.execute("SELECT file, reason FROM damage WHERE agent_id=?", (agent_id,)).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
+
+
+def mark_damaged(conn: sqlite3.Connection, agent_id: str, file: str, reason: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO damage VALUES(?,?,?)", (agent_id, file, reason))
+
+
+def raise_clock(conn: sqlite3.Connection, at: int) -> None:
+    """Move the visibility clock forward to ``at`` (never back): the one place it moves.
+    A read pinned at or before the clock never sees a commit appear under it."""
+    conn.execute("UPDATE meta SET value=MAX(value, ?) WHERE key='clock'", (at,))
+
+
+def clear_damage(conn: sqlite3.Connection, agent_id: str) -> None:
+    conn.execute("DELETE FROM damage WHERE agent_id=?", (agent_id,))
+
+
+def clear_tables(conn: sqlite3.Connection, tables: Iterable[str]) -> None:
+    for table in tables:
+        conn.execute(f"DELETE FROM {table}")
+
+
+def savepoint(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f'SAVEPOINT "{name}"')
+
+
+def rollback_to(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f'ROLLBACK TO "{name}"')
+
+
+def release(conn: sqlite3.Connection, name: str) -> None:
+    conn.execute(f'RELEASE "{name}"')

@@ -1,0 +1,243 @@
+"""The working tree: an agent's current memories as plain files (derived state).
+
+``agents/<dir>/memories/…`` mirrors the head of the log so people can ``ls``,
+``cat`` and ``grep``. memfs rewrites a file only when it holds what memfs last put
+there; a file edited by hand is moved aside to ``<name>.conflict-r<revision>`` rather
+than overwritten, so no hand edit is ever lost (``memfs status`` lists it).
+
+Every write, rename and delete walks from the data folder one component at a time
+with ``O_NOFOLLOW`` (``durable.open_folder``): a symlink planted in the tree (or as
+the agent's folder) is refused or replaced itself, never followed out of the data
+folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from memfs.canonical import durable
+from memfs.domain.paths import ROOT, is_git_segment
+from memfs.errors import SymlinkRefused
+
+_LINK = "symlink"  # what sha256() answers for a symlink: never equal to a sha256
+
+
+class WorkTree:
+    def __init__(self, root: Path) -> None:
+        self.root = root  # .../agents/<dir>/memories
+        self._base = root.parents[2]  # the data folder
+        self._prefix = root.relative_to(self._base).parts  # agents, <dir>, memories
+
+    def file(self, path: str) -> Path:
+        # One string for pathlib to parse (paths are checked: '/'-separated, no '.'/'..').
+        return Path(f"{self.root}/{path[len(ROOT) + 1 :]}")
+
+    @staticmethod
+    def _parts(path: str) -> list[str]:
+        return path[len(ROOT) + 1 :].split("/")
+
+    def _folder(self, segments: list[str] | tuple[str, ...], *, create: bool = False) -> int:
+        return durable.open_folder(self._base, [*self._prefix, *segments], create=create)
+
+    def check(self, path: str) -> None:
+        """Refuse (SymlinkRefused) if a symlink stands anywhere on the way to ``path``."""
+        durable.check_no_symlink(self._base, [*self._prefix, *self._parts(path)])
+
+    def check_root(self) -> None:
+        """Refuse if the agent's folder or its ``memories`` folder is a symlink."""
+        durable.check_no_symlink(self._base, list(self._prefix))
+
+    def _open(self, path: str) -> int | str | None:
+        """An fd of the regular file at ``path``, _LINK for a symlink, None otherwise."""
+        parts = self._parts(path)
+        try:
+            folder = self._folder(parts[:-1])
+        except (FileNotFoundError, NotADirectoryError, SymlinkRefused):
+            return None
+        try:
+            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+        except OSError as exc:
+            return _LINK if exc.errno == errno.ELOOP else None
+        finally:
+            os.close(folder)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        return fd
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes of the regular file at ``path``, never read through a symlink."""
+        fd = self._open(path)
+        if not isinstance(fd, int):
+            return None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
+
+    def sha256(self, path: str) -> str | None:
+        """sha256 of the file now at ``path``; None if there is no regular file (a
+        symlink there answers a marker that matches no sha256)."""
+        fd = self._open(path)
+        if not isinstance(fd, int):
+            return fd
+        with os.fdopen(fd, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+
+    def stage(self, path: str, data: bytes) -> Path | None:
+        """A temp file holding ``data`` beside the file of ``path``, for ``update`` to
+        publish (or ``discard``). Making it (a new inode) is the slow part of an
+        update, and nobody sees it until it is published; None if it can't be made."""
+        parts = self._parts(path)
+        try:
+            folder = self._folder(parts[:-1], create=True)
+        except (OSError, SymlinkRefused):
+            return None  # update() writes the file itself, or reports why it can't
+        try:
+            name = durable.write_temp_at(folder, data, sync=False)
+        except OSError:
+            return None
+        finally:
+            os.close(folder)
+        return Path(f"{self.root}/{'/'.join([*parts[:-1], name])}")
+
+    def discard(self, staged: Path) -> None:
+        """Remove a staged temp file that will not be published."""
+        rel = staged.relative_to(self.root).parts
+        with contextlib.suppress(OSError, SymlinkRefused):
+            folder = self._folder(rel[:-1])
+            try:
+                os.unlink(rel[-1], dir_fd=folder)
+            finally:
+                os.close(folder)
+        self._prune(list(rel[:-1]))
+
+    def update(
+        self,
+        path: str,
+        before: str | None,
+        after: str | None,
+        data: bytes | None,
+        revision: int,
+        staged: Path | None = None,
+    ) -> None:
+        """Move the file at ``path`` from version ``before`` to ``after`` (None: absent),
+        publishing ``staged`` (from ``stage``) if given, else writing ``data``."""
+        try:
+            if any(is_git_segment(s) for s in self._parts(path)):
+                # An old history may hold one (memfs refuses them now): never put a
+                # .git folder where an operator's git would run what it holds.
+                return
+            current = self.sha256(path)
+            if current == after:
+                return  # already there (a replayed commit)
+            parts = self._parts(path)
+            try:
+                folder = self._folder(parts[:-1], create=after is not None)
+            except (FileNotFoundError, NotADirectoryError):
+                if after is None:
+                    return  # nothing to delete
+                raise
+            name = parts[-1]
+            try:
+                if current is not None and current != before:
+                    self._set_aside(folder, name, revision)
+                if after is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=folder)
+                    os.close(folder)
+                    folder = -1
+                    self._prune(parts[:-1])
+                    return
+                assert data is not None
+                if _kind(folder, name) == stat.S_IFDIR:
+                    self._set_aside(folder, name, revision)
+                if staged is not None and staged.parent == self.file(path).parent:
+                    os.replace(staged.name, name, src_dir_fd=folder, dst_dir_fd=folder)
+                    staged = None
+                else:
+                    tmp = durable.write_temp_at(folder, data, sync=False)
+                    os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            finally:
+                if folder >= 0:
+                    os.close(folder)
+        finally:
+            if staged is not None:
+                self.discard(staged)
+
+    def restore(self, path: str, data: bytes) -> None:
+        """Set the file at ``path`` to ``data`` (fsck --repair), never through a symlink."""
+        parts = self._parts(path)
+        folder = self._folder(parts[:-1], create=True)
+        try:
+            tmp = durable.write_temp_at(folder, data, sync=False)
+            os.replace(tmp, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
+        finally:
+            os.close(folder)
+
+    def _set_aside(self, folder: int, name: str, revision: int) -> None:
+        aside = f"{name}.conflict-r{revision}"
+        n = 1
+        while _kind(folder, aside) is not None:
+            n += 1
+            aside = f"{name}.conflict-r{revision}-{n}"
+        # rename() moves a symlink itself, never what it points at.
+        os.replace(name, aside, src_dir_fd=folder, dst_dir_fd=folder)
+
+    def _prune(self, segments: list[str]) -> None:
+        # Folders exist only while they hold files, as in the store itself.
+        while segments:
+            try:
+                parent = self._folder(segments[:-1])
+            except (OSError, SymlinkRefused):
+                return
+            try:
+                os.rmdir(segments[-1], dir_fd=parent)
+            except OSError:
+                return
+            finally:
+                os.close(parent)
+            segments = segments[:-1]
+
+    def symlinks(self) -> list[str]:
+        """Every symlink in the tree, as a memory-style path (memfs follows none)."""
+        found: list[str] = []
+        if not self.root.is_dir() or self.root.is_symlink():
+            return found
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            rel = os.path.relpath(dirpath, self.root)
+            parts = [] if rel == "." else rel.split(os.sep)
+            for name in sorted(dirnames + filenames):
+                if os.path.islink(os.path.join(dirpath, name)):
+                    found.append("/".join([ROOT, *parts, name]))
+        return sorted(found)
+
+    def scan(self) -> Iterator[tuple[str, Path]]:
+        """Every regular file in the tree as (memory path, file), temp files and
+        symlinks skipped; refuses if the tree itself is reached through a symlink."""
+        self.check_root()
+        if not self.root.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, self.root)
+            for name in sorted(filenames):
+                if durable.is_temp_name(name):
+                    continue
+                full = Path(dirpath) / name
+                if full.is_symlink() or not full.is_file():
+                    continue
+                parts = [] if rel == "." else rel.split(os.sep)
+                yield "/".join([ROOT, *parts, name]), full
+
+
+def _kind(folder: int, name: str) -> int | None:
+    """The file type (stat.S_IFMT) of ``name`` in ``folder``, None if nothing is there."""
+    try:
+        return stat.S_IFMT(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return None

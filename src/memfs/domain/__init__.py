@@ -1,0 +1,1 @@
+"""Pure rules: ids and paths, content, the log format, chunks, links, signatures."""

@@ -1,0 +1,182 @@
+"""Commit-log entries: the immutable, canonical record of every change to an agent.
+
+Entry N of an agent is the object ``agents/<dir>/.memfs/log/<N, 20 digits>.json``;
+a commit *is* the create-if-absent of that object. Contents up to ``INLINE_LIMIT``
+bytes travel inside the entry so that a typical commit is one durable file; larger
+contents are stored first as content-addressed blob objects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from memfs.domain.content import Scalar
+from memfs.errors import CorruptionError
+
+FORMAT = 1
+INLINE_LIMIT = 16 * 1024
+
+CREATED, MODIFIED, DELETED, RENAMED = "created", "modified", "deleted", "renamed"
+OPERATIONS = (CREATED, MODIFIED, DELETED, RENAMED)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path's new version within a commit; ``after`` is None for a tombstone."""
+
+    path: str
+    operation: str
+    version: int
+    before: str | None
+    after: str | None
+    size: int = 0
+    content: str | None = None  # inline UTF-8 content when size <= INLINE_LIMIT
+    renamed_from: str | None = None
+    renamed_to: str | None = None
+    # Parsed from the content at commit time and kept here so that rebuilding the
+    # index never has to parse YAML again.
+    description: str | None = None
+    metadata: dict[str, Scalar] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "operation": self.operation,
+            "version": self.version,
+            "before": self.before,
+            "after": self.after,
+            "bytes": self.size,
+        }
+        if self.content is not None:
+            out["content"] = self.content
+        if self.renamed_from is not None:
+            out["renamedFrom"] = self.renamed_from
+        if self.renamed_to is not None:
+            out["renamedTo"] = self.renamed_to
+        if self.description is not None:
+            out["description"] = self.description
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+
+@dataclass(frozen=True)
+class Commit:
+    agent_id: str
+    revision: int
+    ts: int  # microseconds since the epoch, UTC
+    actor: str
+    message: str
+    changes: tuple[Change, ...] = ()
+    agent_name: str | None = None  # set when the commit renames the agent
+
+    def to_bytes(self) -> bytes:
+        doc: dict[str, Any] = {
+            "format": FORMAT,
+            "agentId": self.agent_id,
+            "revision": self.revision,
+            "ts": format_ts(self.ts),
+            "actor": self.actor,
+            "message": self.message,
+            "changes": [c.to_json() for c in self.changes],
+        }
+        if self.agent_name is not None:
+            doc["agentName"] = self.agent_name
+        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Commit:
+        """A commit from its JSON document; raises ValueError, KeyError or TypeError."""
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"unknown format {doc.get('format')!r}")
+        changes = tuple(
+            Change(
+                path=c["path"],
+                operation=c["operation"],
+                version=int(c["version"]),
+                before=c["before"],
+                after=c["after"],
+                size=int(c["bytes"]),
+                content=c.get("content"),
+                renamed_from=c.get("renamedFrom"),
+                renamed_to=c.get("renamedTo"),
+                description=c.get("description"),
+                metadata=dict(c.get("metadata") or {}),
+            )
+            for c in doc["changes"]
+        )
+        return cls(
+            agent_id=doc["agentId"],
+            revision=int(doc["revision"]),
+            ts=parse_ts(doc["ts"]),
+            actor=doc["actor"],
+            message=doc["message"],
+            changes=changes,
+            agent_name=doc.get("agentName"),
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, where: str) -> Commit:
+        return cls.from_doc(read_entry(data, where=where), where=where)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], *, where: str) -> Commit:
+        try:
+            return cls.from_json(doc)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CorruptionError(f"log entry {where} is unreadable: {exc}") from None
+
+
+def read_entry(data: bytes | str, *, where: str) -> dict[str, Any]:
+    """The JSON document of a log entry, its format checked; raises CorruptionError."""
+    try:
+        doc = json.loads(data.decode() if isinstance(data, bytes) else data)  # UTF-8 only
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise CorruptionError(f"log entry {where} is unreadable: {exc}") from None
+    if doc.get("format") != FORMAT:
+        raise CorruptionError(
+            f"log entry {where} is unreadable: unknown format {doc.get('format')!r}"
+        )
+    return doc
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+_YEAR_10000 = 253_402_300_800  # seconds since the epoch
+
+
+def format_ts(micros: int) -> str:
+    """RFC 3339 UTC with microseconds, e.g. 2026-11-29T22:42:34.123456Z."""
+    seconds, fraction = divmod(micros, 1_000_000)
+    if 0 <= seconds < _YEAR_10000:  # the common case, several times faster than datetime
+        t = time.gmtime(seconds)
+        return (
+            f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{fraction:06d}Z"
+        )
+    when = _EPOCH + dt.timedelta(microseconds=micros)
+    # Not strftime("%Y"): glibc writes year 745 as "745", which is not RFC 3339.
+    return when.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+def parse_ts(text: str) -> int:
+    """Microseconds since the epoch of an RFC 3339 timestamp; raises ValueError."""
+    if not isinstance(text, str) or "T" not in text.upper():
+        raise ValueError(f"not an RFC 3339 timestamp: {text!r}")
+    when = dt.datetime.fromisoformat(text.replace("z", "Z"))
+    if when.tzinfo is None:
+        raise ValueError(f"timestamp {text!r} has no time zone")
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def now_us() -> int:
+    delta = dt.datetime.now(dt.UTC) - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

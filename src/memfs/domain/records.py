@@ -1,0 +1,71 @@
+"""The records the layers pass around: what the index answers, the store returns and
+the edges render (plain frozen dataclasses, no behaviour)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memfs.domain.content import Scalar
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    agent_id: str
+    name: str
+    store_id: str
+    created_at: int
+    revision: int
+    last_ts: int
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    path: str
+    version: int
+    sha256: str
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar]
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class VersionRow:
+    path: str
+    version: int
+    revision: int
+    operation: str
+    sha256: str | None
+    size: int
+    description: str | None
+    metadata: dict[str, Scalar]
+    valid_from: int
+    valid_to: int | None
+    actor: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CommitRow:
+    revision: int
+    ts: int
+    visible_at: int
+    actor: str
+    message: str
+    changes: list[dict[str, object]]
+
+
+@dataclass(frozen=True)
+class FolderEntry:
+    path: str  # the folder, e.g. /memories/conventions
+
+
+@dataclass(frozen=True)
+class ListingJson:
+    """A page of ``list_memories`` with each memory already as JSON text."""
+
+    memories: bytes  # the memories' listing objects joined by "," (a JSON array's inside)
+    folders: list[str]  # depth-one subfolders, in order
+    last: str | None  # the page's last entry as an ``after``: a path, or a folder + "/"
+    more: bool

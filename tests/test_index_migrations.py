@@ -1,0 +1,81 @@
+"""Every older index schema is migrated in place, step by named step, when opened.
+
+An index file written by an older memfs is derived state a user already has on disk:
+opening it must upgrade it (not rebuild it from the log) and answer exactly as the
+current schema does.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from memfs.core.store import Store
+from memfs.derived import index
+from memfs.derived.index.schema import MIGRATIONS
+
+AGENT = "alice"
+
+
+def _schema_1(conn: sqlite3.Connection) -> None:
+    """Before rows kept their listing JSON, and before the damage table."""
+    conn.execute("ALTER TABLE memories DROP COLUMN listing")
+    conn.execute("DROP TABLE damage")
+
+
+# How a current index file is turned back into each older schema's shape.
+OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {1: _schema_1}
+
+
+def test_the_steps_lead_from_every_older_schema_to_the_current_one() -> None:
+    assert [m.source for m in MIGRATIONS] == list(range(1, index.SCHEMA_VERSION))
+    assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
+    assert set(OLDER) == set(range(1, index.SCHEMA_VERSION)), "a fixture per older schema"
+
+
+def _listing(store: Store) -> tuple[list[str], list[str]]:
+    page, _ = store.list_memories(AGENT, "", after=None, limit=100)
+    with store.index.read() as conn:
+        texts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT listing FROM memories WHERE agent_id=? ORDER BY path", (AGENT,)
+            )
+        ]
+    return [m.path for m in page], texts
+
+
+@pytest.mark.parametrize("schema", sorted(OLDER))
+def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, schema: int) -> None:
+    data = tmp_path / "data"
+    store = Store(data)
+    store.create_agent(AGENT, None)
+    for name in ("b.md", "a.md", "notes/c.md"):
+        store.write(AGENT, f"/memories/{name}", f"---\ndescription: {name}\n---\n".encode(), actor="t")
+    before = _listing(store)
+    with store.index.write() as conn:
+        OLDER[schema](conn)
+        conn.execute("UPDATE meta SET value=? WHERE key='schema'", (schema,))
+    store.close()
+
+    reopened = Store(data)
+    try:
+        assert not reopened.index.created  # upgraded in place, not rebuilt from the log
+        with reopened.index.read() as conn:
+            found = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            assert found == (index.SCHEMA_VERSION,)
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert "damage" in tables
+        assert _listing(reopened) == before
+        reopened.write(AGENT, "/memories/d.md", b"new\n", actor="t")
+        assert [m.path for m in reopened.list_memories(AGENT, "", after=None, limit=100)[0]] == [
+            "/memories/a.md",
+            "/memories/b.md",
+            "/memories/d.md",
+            "/memories/notes/c.md",
+        ]
+    finally:
+        reopened.close()
