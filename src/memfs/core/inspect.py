@@ -16,7 +16,6 @@ import hashlib
 import heapq
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,14 +40,6 @@ class Target:
 
     kind: str  # "agent" | "scope"
     ident: str
-
-    def where(self, column: str = "agent_id") -> tuple[str, list[object]]:
-        if self.kind == "agent":
-            return f"{column}=?", [self.ident]
-        return (
-            f"({column}=? OR ({column}>? AND {column}<?))",
-            [self.ident, self.ident + "/", self.ident + "0"],
-        )
 
     @property
     def bound(self) -> str:
@@ -229,7 +220,7 @@ _BATCH = 256
 
 
 def _versions(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: index.Connection, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, ...]]:
     """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
 
@@ -246,14 +237,7 @@ def _versions(
     for low, high in spans:
         seek = max(key, (low, "", 0))
         while True:
-            rows = conn.execute(
-                "SELECT agent_id, path, version, sha256, bytes, description, valid_from,"
-                " valid_to, visible_to, revision FROM versions"
-                " WHERE (agent_id, path, version) > (?, ?, ?) AND agent_id < ?"
-                " AND sha256 IS NOT NULL AND visible_from<=?"
-                " ORDER BY agent_id, path, version LIMIT ?",
-                (*seek, high, pin, _BATCH),
-            ).fetchall()
+            rows = index.version_rows(conn, seek, high, pin, _BATCH)
             yield from rows
             if len(rows) < _BATCH:
                 break
@@ -265,7 +249,7 @@ def _validity(row: tuple[Any, ...], pin: int) -> tuple[str | None, bool]:
     return (format_ts(row[7]) if superseded else None), superseded
 
 
-def _content(conn: sqlite3.Connection, agent: str, sha: str) -> str:
+def _content(conn: index.Connection, agent: str, sha: str) -> str:
     data = index.blob(conn, agent, sha)
     if data is None:
         return ""
@@ -275,7 +259,7 @@ def _content(conn: sqlite3.Connection, agent: str, sha: str) -> str:
 
 
 def _chunks(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: index.Connection, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
@@ -322,7 +306,7 @@ def _same(after: Any, row: tuple[Any, ...]) -> bool:
 
 
 def _nodes(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: index.Connection, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     for row in _versions(conn, target, pin, after):
         valid_to, superseded = _validity(row, pin)
@@ -344,7 +328,7 @@ def _nodes(
 
 
 def _edges(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: index.Connection, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
@@ -353,11 +337,7 @@ def _edges(
         for i, link in enumerate(links):
             if first and _same(after, row) and i <= skip_through:
                 continue
-            live = conn.execute(
-                "SELECT version FROM versions WHERE agent_id=? AND path=? AND visible_from<=?"
-                " AND sha256 IS NOT NULL AND (visible_to IS NULL OR visible_to>?)",
-                (row[0], link, pin, pin),
-            ).fetchone()
+            live = index.live_version_at(conn, row[0], link, pin)
             yield (
                 [row[0], row[1], row[2], i],
                 {
@@ -366,24 +346,18 @@ def _edges(
                     "sourcePath": row[1],
                     "sourceVersion": row[2],
                     "targetPath": link,
-                    "target": f"{row[0]}:{link}@{live[0]}" if live else None,
+                    "target": f"{row[0]}:{link}@{live}" if live is not None else None,
                     "targetExists": live is not None,
                 },
             )
         first = False
 
 
-_COMMIT_STEPS = (
-    "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, changes, '', 0 FROM commits"
-)
-_RUN_STEPS = (
-    "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type, attempt FROM run_steps"
-)
 _LAST = 1 << 62  # after any revision
 
 
 def _log(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: index.Connection, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Commit steps and run steps in the order they became visible, oldest first.
 
@@ -438,7 +412,7 @@ def _run_detail(raw: str) -> dict[str, Any]:
 
 
 def _steps(
-    conn: sqlite3.Connection,
+    conn: index.Connection,
     target: Target,
     pin: int,
     seek: tuple[Any, ...],
@@ -446,7 +420,6 @@ def _steps(
     commits: bool,
 ) -> Iterator[tuple[Any, ...]]:
     """Commit rows (or run-step rows) after ``seek`` = (visible_at, agent, *rest)."""
-    select, rest = (_COMMIT_STEPS, "revision") if commits else (_RUN_STEPS, "run_id, seq")
     lowest: tuple[Any, ...] = (-1,) if commits else ("", -1)
     batch = 64  # a default page (50) fits the first batch; log rows can be large
     while True:
@@ -455,25 +428,14 @@ def _steps(
             # positions are bound to this agent; anything else seeks to a whole instant
             if agent != target.ident:
                 at, tail = (at, list(lowest)) if agent < target.ident else (at + 1, list(lowest))
-            rows = conn.execute(
-                f"{select} WHERE agent_id=? AND (visible_at, {rest}) > ({_marks(1 + len(tail))})"
-                f" AND visible_at<=? ORDER BY visible_at, {rest} LIMIT ?",
-                (target.ident, at, *tail, pin, batch),
-            ).fetchall()
+            rows = index.step_rows(
+                conn, "agent", target.ident, (at, *tail), pin, batch, commits=commits
+            )
         else:
-            where, params = target.where()
-            rows = conn.execute(
-                f"{select} WHERE (visible_at, agent_id, {rest}) > ({_marks(len(seek))})"
-                f" AND visible_at<=? AND {where} ORDER BY visible_at, agent_id, {rest} LIMIT ?",
-                (*seek, pin, *params, batch),
-            ).fetchall()
+            rows = index.step_rows(conn, "scope", target.ident, seek, pin, batch, commits=commits)
         yield from rows
         if len(rows) < batch:
             return
         last = rows[-1]
         seek = (last[0], last[1], last[4]) if commits else (last[0], last[1], last[3], last[4])
         batch = _BATCH
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)

@@ -79,6 +79,7 @@ from memfs.derived.index.runs import (
     run_rows,
 )
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.derived.index.walks import live_version_at, step_rows, version_rows
 from memfs.derived.index.writes import (
     apply_commit,
     bulk_load,
@@ -147,6 +148,7 @@ __all__ = [
     "live_contents",
     "live_paths",
     "live_rows",
+    "live_version_at",
     "mark_damaged",
     "memory",
     "put_agent",
@@ -160,6 +162,8 @@ __all__ = [
     "runs_by_status",
     "savepoint",
     "schema",
+    "step_rows",
     "version",
+    "version_rows",
     "versions",
 ]
