@@ -22,7 +22,7 @@ from typing import Any
 
 from memfs.core.store import Store
 from memfs.core.tokens import Signer, query_digest
-from memfs.derived import index
+from memfs.derived.index.base import ReadSession
 from memfs.domain.chunking import Chunk, split_chunks
 from memfs.domain.commits import format_ts, now_us, parse_ts
 from memfs.domain.links import extract_links
@@ -133,8 +133,8 @@ def inspect(
 ) -> dict[str, Any]:
     if as_of is not None:
         _settle(store, as_of)
-    with store.index.read() as conn:
-        clock = index.clock(conn)
+    with store.index.read_session() as conn:
+        clock = conn.clock()
         if as_of is not None and as_of > max(clock, now_us()):
             raise InvalidRequest("asOf is in the future", field="asOf")
         positions: dict[str, Any] = {}
@@ -190,13 +190,13 @@ def _settle(store: Store, as_of: int) -> None:
     yet visible would show up on a later page of the walk. Taking the lock lets it
     finish first, and every later commit is stamped after the raised clock.
     """
-    with store.index.read() as conn:
-        if as_of <= index.clock(conn):
+    with store.index.read_session() as conn:
+        if as_of <= conn.clock():
             return
     if as_of > now_us():
         raise InvalidRequest("asOf is in the future", field="asOf")
-    with store.index.write() as conn:
-        index.raise_clock(conn, as_of)
+    with store.index.write_session() as conn:
+        conn.raise_clock(as_of)
 
 
 def _encode(signer: Signer, listing: str, target: Target, pin: int, position: Any) -> str:
@@ -219,9 +219,7 @@ def _decode(signer: Signer, token: str, listing: str, target: Target) -> tuple[i
 _BATCH = 256
 
 
-def _versions(
-    conn: index.Connection, target: Target, pin: int, after: Any
-) -> Iterator[tuple[Any, ...]]:
+def _versions(conn: ReadSession, target: Target, pin: int, after: Any) -> Iterator[tuple[Any, ...]]:
     """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
 
     Each query is one primary-key range sought from ``after``. (A single query with
@@ -237,7 +235,7 @@ def _versions(
     for low, high in spans:
         seek = max(key, (low, "", 0))
         while True:
-            rows = index.version_rows(conn, seek, high, pin, _BATCH)
+            rows = conn.version_rows(seek, high, pin, _BATCH)
             yield from rows
             if len(rows) < _BATCH:
                 break
@@ -249,8 +247,8 @@ def _validity(row: tuple[Any, ...], pin: int) -> tuple[str | None, bool]:
     return (format_ts(row[7]) if superseded else None), superseded
 
 
-def _content(conn: index.Connection, agent: str, sha: str) -> str:
-    data = index.blob(conn, agent, sha)
+def _content(conn: ReadSession, agent: str, sha: str) -> str:
+    data = conn.blob(agent, sha)
     if data is None:
         return ""
     if hashlib.sha256(data).hexdigest() != sha:  # never serve what fails its hash
@@ -259,7 +257,7 @@ def _content(conn: index.Connection, agent: str, sha: str) -> str:
 
 
 def _chunks(
-    conn: index.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
@@ -306,7 +304,7 @@ def _same(after: Any, row: tuple[Any, ...]) -> bool:
 
 
 def _nodes(
-    conn: index.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     for row in _versions(conn, target, pin, after):
         valid_to, superseded = _validity(row, pin)
@@ -328,7 +326,7 @@ def _nodes(
 
 
 def _edges(
-    conn: index.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
@@ -337,7 +335,7 @@ def _edges(
         for i, link in enumerate(links):
             if first and _same(after, row) and i <= skip_through:
                 continue
-            live = index.live_version_at(conn, row[0], link, pin)
+            live = conn.live_version_at(row[0], link, pin)
             yield (
                 [row[0], row[1], row[2], i],
                 {
@@ -357,7 +355,7 @@ _LAST = 1 << 62  # after any revision
 
 
 def _log(
-    conn: index.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Commit steps and run steps in the order they became visible, oldest first.
 
@@ -412,7 +410,7 @@ def _run_detail(raw: str) -> dict[str, Any]:
 
 
 def _steps(
-    conn: index.Connection,
+    conn: ReadSession,
     target: Target,
     pin: int,
     seek: tuple[Any, ...],
@@ -428,11 +426,9 @@ def _steps(
             # positions are bound to this agent; anything else seeks to a whole instant
             if agent != target.ident:
                 at, tail = (at, list(lowest)) if agent < target.ident else (at + 1, list(lowest))
-            rows = index.step_rows(
-                conn, "agent", target.ident, (at, *tail), pin, batch, commits=commits
-            )
+            rows = conn.step_rows("agent", target.ident, (at, *tail), pin, batch, commits=commits)
         else:
-            rows = index.step_rows(conn, "scope", target.ident, seek, pin, batch, commits=commits)
+            rows = conn.step_rows("scope", target.ident, seek, pin, batch, commits=commits)
         yield from rows
         if len(rows) < batch:
             return

@@ -22,6 +22,9 @@ Applying a commit is idempotent: a revision already present is skipped.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from memfs.derived.index import base
 from memfs.derived.index.connection import Index, file_is_current
 from memfs.derived.index.reads import (
     PathStates,
@@ -81,6 +84,7 @@ from memfs.derived.index.runs import (
     run_rows,
 )
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.derived.index.sessions import SqliteRead, SqliteWrite
 from memfs.derived.index.walks import live_version_at, step_rows, version_rows
 from memfs.derived.index.writes import (
     apply_commit,
@@ -114,6 +118,8 @@ __all__ = [
     "PathState",
     "PathStates",
     "RunRow",
+    "SqliteRead",
+    "SqliteWrite",
     "VersionRow",
     "add_run_step",
     "agent",
@@ -122,6 +128,7 @@ __all__ = [
     "agent_stats",
     "agents",
     "apply_commit",
+    "base",
     "blob",
     "bulk_load",
     "cached_blobs",
@@ -171,3 +178,11 @@ __all__ = [
     "version_rows",
     "versions",
 ]
+
+if TYPE_CHECKING:  # mypy checks the SQLite index and its sessions implement the seam
+
+    def _implements(idx: Index, r: SqliteRead, w: SqliteWrite) -> tuple[base.Index, ...]:
+        read: base.ReadSession = r
+        write: base.WriteSession = w
+        del read, write
+        return (idx,)
