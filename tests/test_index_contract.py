@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memfs.derived.index import Index
+from memfs.derived import index
+from memfs.derived.index.base import Index
 from memfs.testing.index_contract import IndexContract
 
 
 class TestSqliteIndex(IndexContract):
     def open_index(self, path: Path) -> Index:
-        return Index(path)
+        return index.Index(path)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import pytest
 
 from memfs.core.planner import Delete, Move, Put, plan
-from memfs.derived.index import MemoryRow
 from memfs.domain.commits import CREATED, DELETED, MODIFIED, RENAMED
+from memfs.domain.records import MemoryRow, PathState
 from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 
 LIMIT = 100 * 1024
@@ -30,22 +30,20 @@ class DictStates:
         self.live = live
         self.versions = {p: 1 for p in live} | (versions or {})
         self.reads: list[str] = []
+        self.calls: list[list[str]] = []  # each path_states call, with the paths it asked
 
-    def memory(self, path: str) -> MemoryRow | None:
-        self.reads.append(path)
-        if path not in self.live:
-            return None
-        data = self.live[path]
-        return MemoryRow(path, self.versions[path], sha(data), len(data), None, {}, 1, 1)
+    def path_states(self, paths: Sequence[str]) -> dict[str, PathState]:
+        self.calls.append(list(paths))
+        self.reads += paths
+        return {p: self._state(p) for p in paths}
 
-    def is_folder(self, path: str) -> bool:
-        return any(p.startswith(path + "/") for p in self.live)
-
-    def live_paths(self, candidates: Sequence[str]) -> set[str]:
-        return {c for c in candidates if c in self.live}
-
-    def last_version(self, path: str) -> int:
-        return self.versions.get(path, 0)
+    def _state(self, path: str) -> PathState:
+        row = None
+        if path in self.live:
+            data = self.live[path]
+            row = MemoryRow(path, self.versions[path], sha(data), len(data), None, {}, 1, 1)
+        folder = any(p.startswith(path + "/") for p in self.live)
+        return PathState(row, self.versions.get(path, 0), folder)
 
     def content(self, sha256: str) -> bytes:
         return next(d for d in self.live.values() if sha(d) == sha256)
@@ -110,3 +108,19 @@ def test_each_path_is_read_once_per_plan() -> None:
     states = DictStates({A: b"one"})
     plan([Delete(A), Put(B, b"x")], states, memory_bytes=LIMIT)
     assert sorted(states.reads) == [A, B]
+
+
+def test_one_read_answers_every_path_of_a_many_path_commit() -> None:
+    """A commit of many ops asks the index once, not once (or three times) per path."""
+    live = {f"/memories/old/{i}.md": b"old %d" % i for i in range(50)}
+    states = DictStates(live, versions={"/memories/new/0.md": 4})
+    ops: list[Put | Delete | Move] = [Delete(f"/memories/old/{i}.md") for i in range(20)]
+    ops += [Put(f"/memories/new/{i}.md", b"new %d" % i) for i in range(20)]
+    ops += [Move(f"/memories/old/{i}.md", f"/memories/moved/{i}.md") for i in range(20, 40)]
+    made = plan(ops, states, memory_bytes=LIMIT)
+    assert len(made.changes) == 20 + 20 + 40
+    assert len(states.calls) == 1
+    asked = set(states.calls[0])
+    assert {"/memories/old/3.md", "/memories/new/3.md", "/memories/moved/30.md"} <= asked
+    assert {"/memories/new", "/memories/moved"} <= asked  # folders the new paths need
+    assert made.changes[20].version == 5  # /memories/new/0.md was deleted at version 4

@@ -16,14 +16,13 @@ import hashlib
 import heapq
 import json
 import re
-import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from memfs.core.store import Store
 from memfs.core.tokens import Signer, query_digest
-from memfs.derived import index
+from memfs.derived.index.base import ReadSession
 from memfs.domain.chunking import Chunk, split_chunks
 from memfs.domain.commits import format_ts, now_us, parse_ts
 from memfs.domain.links import extract_links
@@ -41,14 +40,6 @@ class Target:
 
     kind: str  # "agent" | "scope"
     ident: str
-
-    def where(self, column: str = "agent_id") -> tuple[str, list[object]]:
-        if self.kind == "agent":
-            return f"{column}=?", [self.ident]
-        return (
-            f"({column}=? OR ({column}>? AND {column}<?))",
-            [self.ident, self.ident + "/", self.ident + "0"],
-        )
 
     @property
     def bound(self) -> str:
@@ -142,8 +133,8 @@ def inspect(
 ) -> dict[str, Any]:
     if as_of is not None:
         _settle(store, as_of)
-    with store.index.read() as conn:
-        clock = index.clock(conn)
+    with store.index.read_session() as conn:
+        clock = conn.clock()
         if as_of is not None and as_of > max(clock, now_us()):
             raise InvalidRequest("asOf is in the future", field="asOf")
         positions: dict[str, Any] = {}
@@ -199,13 +190,13 @@ def _settle(store: Store, as_of: int) -> None:
     yet visible would show up on a later page of the walk. Taking the lock lets it
     finish first, and every later commit is stamped after the raised clock.
     """
-    with store.index.read() as conn:
-        if as_of <= index.clock(conn):
+    with store.index.read_session() as conn:
+        if as_of <= conn.clock():
             return
     if as_of > now_us():
         raise InvalidRequest("asOf is in the future", field="asOf")
-    with store.index.write() as conn:
-        index.raise_clock(conn, as_of)
+    with store.index.write_session() as conn:
+        conn.raise_clock(as_of)
 
 
 def _encode(signer: Signer, listing: str, target: Target, pin: int, position: Any) -> str:
@@ -228,9 +219,7 @@ def _decode(signer: Signer, token: str, listing: str, target: Target) -> tuple[i
 _BATCH = 256
 
 
-def _versions(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
-) -> Iterator[tuple[Any, ...]]:
+def _versions(conn: ReadSession, target: Target, pin: int, after: Any) -> Iterator[tuple[Any, ...]]:
     """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
 
     Each query is one primary-key range sought from ``after``. (A single query with
@@ -246,14 +235,7 @@ def _versions(
     for low, high in spans:
         seek = max(key, (low, "", 0))
         while True:
-            rows = conn.execute(
-                "SELECT agent_id, path, version, sha256, bytes, description, valid_from,"
-                " valid_to, visible_to, revision FROM versions"
-                " WHERE (agent_id, path, version) > (?, ?, ?) AND agent_id < ?"
-                " AND sha256 IS NOT NULL AND visible_from<=?"
-                " ORDER BY agent_id, path, version LIMIT ?",
-                (*seek, high, pin, _BATCH),
-            ).fetchall()
+            rows = conn.version_rows(seek, high, pin, _BATCH)
             yield from rows
             if len(rows) < _BATCH:
                 break
@@ -265,8 +247,8 @@ def _validity(row: tuple[Any, ...], pin: int) -> tuple[str | None, bool]:
     return (format_ts(row[7]) if superseded else None), superseded
 
 
-def _content(conn: sqlite3.Connection, agent: str, sha: str) -> str:
-    data = index.blob(conn, agent, sha)
+def _content(conn: ReadSession, agent: str, sha: str) -> str:
+    data = conn.blob(agent, sha)
     if data is None:
         return ""
     if hashlib.sha256(data).hexdigest() != sha:  # never serve what fails its hash
@@ -275,7 +257,7 @@ def _content(conn: sqlite3.Connection, agent: str, sha: str) -> str:
 
 
 def _chunks(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
@@ -322,7 +304,7 @@ def _same(after: Any, row: tuple[Any, ...]) -> bool:
 
 
 def _nodes(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     for row in _versions(conn, target, pin, after):
         valid_to, superseded = _validity(row, pin)
@@ -344,7 +326,7 @@ def _nodes(
 
 
 def _edges(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
@@ -353,11 +335,7 @@ def _edges(
         for i, link in enumerate(links):
             if first and _same(after, row) and i <= skip_through:
                 continue
-            live = conn.execute(
-                "SELECT version FROM versions WHERE agent_id=? AND path=? AND visible_from<=?"
-                " AND sha256 IS NOT NULL AND (visible_to IS NULL OR visible_to>?)",
-                (row[0], link, pin, pin),
-            ).fetchone()
+            live = conn.live_version_at(row[0], link, pin)
             yield (
                 [row[0], row[1], row[2], i],
                 {
@@ -366,24 +344,18 @@ def _edges(
                     "sourcePath": row[1],
                     "sourceVersion": row[2],
                     "targetPath": link,
-                    "target": f"{row[0]}:{link}@{live[0]}" if live else None,
+                    "target": f"{row[0]}:{link}@{live}" if live is not None else None,
                     "targetExists": live is not None,
                 },
             )
         first = False
 
 
-_COMMIT_STEPS = (
-    "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, changes, '', 0 FROM commits"
-)
-_RUN_STEPS = (
-    "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type, attempt FROM run_steps"
-)
 _LAST = 1 << 62  # after any revision
 
 
 def _log(
-    conn: sqlite3.Connection, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Commit steps and run steps in the order they became visible, oldest first.
 
@@ -438,7 +410,7 @@ def _run_detail(raw: str) -> dict[str, Any]:
 
 
 def _steps(
-    conn: sqlite3.Connection,
+    conn: ReadSession,
     target: Target,
     pin: int,
     seek: tuple[Any, ...],
@@ -446,7 +418,6 @@ def _steps(
     commits: bool,
 ) -> Iterator[tuple[Any, ...]]:
     """Commit rows (or run-step rows) after ``seek`` = (visible_at, agent, *rest)."""
-    select, rest = (_COMMIT_STEPS, "revision") if commits else (_RUN_STEPS, "run_id, seq")
     lowest: tuple[Any, ...] = (-1,) if commits else ("", -1)
     batch = 64  # a default page (50) fits the first batch; log rows can be large
     while True:
@@ -455,25 +426,12 @@ def _steps(
             # positions are bound to this agent; anything else seeks to a whole instant
             if agent != target.ident:
                 at, tail = (at, list(lowest)) if agent < target.ident else (at + 1, list(lowest))
-            rows = conn.execute(
-                f"{select} WHERE agent_id=? AND (visible_at, {rest}) > ({_marks(1 + len(tail))})"
-                f" AND visible_at<=? ORDER BY visible_at, {rest} LIMIT ?",
-                (target.ident, at, *tail, pin, batch),
-            ).fetchall()
+            rows = conn.step_rows("agent", target.ident, (at, *tail), pin, batch, commits=commits)
         else:
-            where, params = target.where()
-            rows = conn.execute(
-                f"{select} WHERE (visible_at, agent_id, {rest}) > ({_marks(len(seek))})"
-                f" AND visible_at<=? AND {where} ORDER BY visible_at, agent_id, {rest} LIMIT ?",
-                (*seek, pin, *params, batch),
-            ).fetchall()
+            rows = conn.step_rows("scope", target.ident, seek, pin, batch, commits=commits)
         yield from rows
         if len(rows) < batch:
             return
         last = rows[-1]
         seek = (last[0], last[1], last[4]) if commits else (last[0], last[1], last[3], last[4])
         batch = _BATCH
-
-
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)

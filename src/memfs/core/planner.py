@@ -3,19 +3,20 @@
 Pure: the current state is read only through ``States`` (in the store, the index inside
 the commit's write transaction; in tests, a dict), so every rule of a commit —
 preconditions, version numbers, identical content, file/folder clashes, renames — is
-testable without SQLite. Each path's row is read at most once per plan.
+testable without SQLite. Every path a plan can ask about (each op's paths and the
+folders above the paths it may create) is read in one batched ``path_states`` call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from memfs.derived.index import MemoryRow
 from memfs.domain import content as contentlib
 from memfs.domain import paths
 from memfs.domain.commits import CREATED, DELETED, INLINE_LIMIT, MODIFIED, RENAMED, Change, Commit
+from memfs.domain.records import MemoryRow, PathState
 from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 
 
@@ -53,17 +54,8 @@ Op = Put | Delete | Move
 class States(Protocol):
     """What planning reads of the agent's current state."""
 
-    def memory(self, path: str) -> MemoryRow | None:
-        """The live memory at ``path`` (None: none)."""
-
-    def is_folder(self, path: str) -> bool:
-        """True if some live memory lies below ``path``."""
-
-    def live_paths(self, candidates: Sequence[str]) -> set[str]:
-        """Those of ``candidates`` that are live memories."""
-
-    def last_version(self, path: str) -> int:
-        """The newest version number ``path`` ever had (0: never written)."""
+    def path_states(self, paths: Sequence[str]) -> Mapping[str, PathState]:
+        """The state of each of ``paths`` (every one of them answered), in one read."""
 
     def content(self, sha256: str) -> bytes:
         """A current content, checked against its sha256."""
@@ -78,7 +70,7 @@ class Plan:
     after: dict[str, str | None] = field(default_factory=dict)  # path → sha (None: gone)
     # Folders holding a path this plan writes: each path is added once, never undone.
     folders: set[str] = field(default_factory=set)
-    # Index rows read while planning (None: no live memory), so each is read once.
+    # Index rows of the paths the ops name (None: no live memory), read before planning.
     rows: dict[str, MemoryRow | None] = field(default_factory=dict)
 
 
@@ -86,6 +78,20 @@ def plan(ops: Sequence[Op], states: States, *, memory_bytes: int) -> Plan:
     """The changes ``ops`` make to the state ``states`` reads, in order (an error of
     the memfs tree for the first op that can't apply)."""
     return _Planner(states, memory_bytes).run(ops)
+
+
+def paths_read(ops: Sequence[Op]) -> list[str]:
+    """Every path planning ``ops`` may ask about, each once: the paths the ops name,
+    and the folders above a path an op may create (a file can't be a folder)."""
+    wanted: list[str] = []
+    for op in ops:
+        if isinstance(op, Put):
+            wanted += [op.path, *paths.parent_folders(op.path)]
+        elif isinstance(op, Delete):
+            wanted.append(op.path)
+        else:
+            wanted += [op.src, op.dst, *paths.parent_folders(op.dst)]
+    return list(dict.fromkeys(wanted))
 
 
 def written_row(plan: Plan, commit: Commit, path: str | None) -> MemoryRow | None:
@@ -113,8 +119,10 @@ class _Planner:
         self.states = states
         self.memory_bytes = memory_bytes
         self.plan = Plan()
+        self.read: dict[str, PathState] = {}
 
     def run(self, ops: Sequence[Op]) -> Plan:
+        self.read = dict(self.states.path_states(paths_read(ops)))
         for op in ops:
             if isinstance(op, Put):
                 self._plan_put(op)
@@ -124,10 +132,16 @@ class _Planner:
                 self._plan_move(op)
         return self.plan
 
+    def _state(self, path: str) -> PathState:
+        """``path``'s state before this plan (read up front with every other path)."""
+        if path not in self.read:  # paths_read names every path asked; a second read
+            self.read.update(self.states.path_states([path]))  # only if it missed one
+        return self.read[path]
+
     def _row(self, path: str) -> MemoryRow | None:
-        """The index row of ``path`` before this plan (cached for the plan)."""
+        """The index row of ``path`` before this plan (kept in the plan)."""
         if path not in self.plan.rows:
-            self.plan.rows[path] = self.states.memory(path)
+            self.plan.rows[path] = self._state(path).memory
         return self.plan.rows[path]
 
     def _current(self, path: str) -> str | None:
@@ -139,12 +153,13 @@ class _Planner:
     def _check_place(self, path: str) -> None:
         """A file and a folder can't share a name."""
         pending_below = path in self.plan.folders
-        if pending_below or self.states.is_folder(path):
+        if pending_below or self._state(path).is_folder:
             raise Conflict(f"{path} is a folder; a memory can't have the same name", field="path")
         folders = paths.parent_folders(path)
-        live = self.states.live_paths([f for f in folders if f not in self.plan.after])
         for folder in folders:
-            if self.plan.after.get(folder) is not None or folder in live:
+            pending = folder in self.plan.after
+            live = not pending and self._state(folder).memory is not None
+            if self.plan.after.get(folder) is not None or live:
                 raise Conflict(
                     f"{folder} is a memory, so it can't be a folder for {path}", field="path"
                 )
@@ -163,7 +178,7 @@ class _Planner:
         row = self._row(path)
         if row is not None:  # a live memory's version is its path's newest
             return row.version + 1
-        return self.states.last_version(path) + 1  # after a delete, if any
+        return self._state(path).last_version + 1  # after a delete, if any
 
     def _plan_put(self, op: Put) -> None:
         parsed = contentlib.parse(op.content, limit=self.memory_bytes, lenient=op.lenient)

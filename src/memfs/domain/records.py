@@ -69,3 +69,17 @@ class ListingJson:
     folders: list[str]  # depth-one subfolders, in order
     last: str | None  # the page's last entry as an ``after``: a path, or a folder + "/"
     more: bool
+
+
+@dataclass(frozen=True)
+class PathState:
+    """What a commit plan needs to know of one path, read for all its paths at once.
+
+    ``memory`` is the live memory there (None: none), ``last_version`` the newest
+    version the path ever had (0: never written), ``is_folder`` whether some live
+    memory lies below it.
+    """
+
+    memory: MemoryRow | None
+    last_version: int
+    is_folder: bool

@@ -1,6 +1,8 @@
 """The Index contract: what the derived index promises, one suite per implementation.
 
-A new index runs the whole suite by subclassing and saying how to open one on a file::
+It drives the index only through the Index seam (``memfs.derived.index.base``: the
+``Index`` protocol and its read and write sessions), so a new index runs the whole
+suite by subclassing and saying how to open one on a file::
 
     class TestMyIndex(IndexContract):
         def open_index(self, path: Path) -> Index:
@@ -16,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from memfs.derived import index
-from memfs.derived.index import Index
-from memfs.domain.commits import CREATED, Change, Commit
+from memfs.derived.index.base import Index
+from memfs.derived.index.schema import SCHEMA_VERSION
+from memfs.domain.commits import CREATED, DELETED, Change, Commit
 
 AGENT = "alice"
 
@@ -43,22 +45,22 @@ class IndexContract:
         opened = self.open_index(path)
         try:
             assert opened.created
-            with opened.read() as conn:
-                assert index.schema(conn) == index.SCHEMA_VERSION
-                assert index.clock(conn) == 0
+            with opened.read_session() as s:
+                assert s.schema() == SCHEMA_VERSION
+                assert s.clock() == 0
         finally:
             opened.close()
 
     def test_what_a_write_session_commits_survives_reopening(self, path: Path) -> None:
         opened = self.open_index(path)
-        with opened.write() as conn:
-            index.put_agent(conn, AGENT, "Alice", "store-1", 5)
+        with opened.write_session() as s:
+            s.put_agent(AGENT, "Alice", "store-1", 5)
         opened.close()
         again = self.open_index(path)
         try:
             assert not again.created
-            with again.read() as conn:
-                row = index.agent(conn, AGENT)
+            with again.read_session() as s:
+                row = s.agent(AGENT)
             assert row is not None and (row.name, row.revision) == ("Alice", 0)
         finally:
             again.close()
@@ -66,22 +68,22 @@ class IndexContract:
     def test_a_failed_write_session_changes_nothing(self, path: Path) -> None:
         opened = self.open_index(path)
         try:
-            with pytest.raises(RuntimeError), opened.write() as conn:
-                index.put_agent(conn, AGENT, "Alice", "store-1", 5)
+            with pytest.raises(RuntimeError), opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
                 raise RuntimeError("abort")
-            with opened.read() as conn:
-                assert index.agent(conn, AGENT) is None
+            with opened.read_session() as s:
+                assert s.agent(AGENT) is None
         finally:
             opened.close()
 
     def test_the_visibility_clock_only_moves_forward(self, path: Path) -> None:
         opened = self.open_index(path)
         try:
-            with opened.write() as conn:
-                index.raise_clock(conn, 100)
-                index.raise_clock(conn, 50)
-            with opened.read() as conn:
-                assert index.clock(conn) == 100
+            with opened.write_session() as s:
+                s.raise_clock(100)
+                s.raise_clock(50)
+            with opened.read_session() as s:
+                assert s.clock() == 100
         finally:
             opened.close()
 
@@ -89,15 +91,64 @@ class IndexContract:
         opened = self.open_index(path)
         try:
             commit, contents = _commit(1, "/memories/a.md", b"# a\n", ts=1_000)
-            with opened.write() as conn:
-                index.put_agent(conn, AGENT, "Alice", "store-1", 5)
-                assert index.apply_commit(conn, commit, 1_000, contents, commit.to_bytes())
-                assert not index.apply_commit(conn, commit, 2_000, contents, commit.to_bytes())
-            with opened.read() as conn:
-                rows = index.commits(conn, AGENT, before=None, limit=10)
-                memory = index.memory(conn, AGENT, "/memories/a.md")
-                assert index.clock(conn) == 1_000
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                assert s.apply_commit(commit, 1_000, contents, commit.to_bytes())
+                assert not s.apply_commit(commit, 2_000, contents, commit.to_bytes())
+            with opened.read_session() as s:
+                rows = s.commits(AGENT, before=None, limit=10)
+                memory = s.memory(AGENT, "/memories/a.md")
+                assert s.clock() == 1_000
             assert [r.revision for r in rows] == [1]
             assert memory is not None and memory.version == 1
+        finally:
+            opened.close()
+
+    def test_path_states_answer_every_path_asked_in_one_read(self, path: Path) -> None:
+        opened = self.open_index(path)
+        try:
+            first, contents = _commit(1, "/memories/notes/a.md", b"# a\n", ts=1_000)
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.apply_commit(first, 1_000, contents, first.to_bytes())
+                gone = Change("/memories/old.md", CREATED, 1, None, first.changes[0].after, 4)
+                made = Commit(AGENT, 2, 2_000, "tester", "m", (gone,))
+                s.apply_commit(made, 2_000, contents, made.to_bytes())
+                dropped = Change("/memories/old.md", DELETED, 2, gone.after, None)
+                deleted = Commit(AGENT, 3, 3_000, "tester", "m", (dropped,))
+                s.apply_commit(deleted, 3_000, {}, deleted.to_bytes())
+            asked = ["/memories/notes/a.md", "/memories/notes", "/memories/old.md", "/memories/x"]
+            with opened.read_session() as s:
+                states = s.path_states(AGENT, asked)
+            assert sorted(states) == sorted(asked)
+            live = states["/memories/notes/a.md"]
+            assert live.memory is not None and live.memory.version == 1 and not live.is_folder
+            assert live.last_version == 1
+            folder = states["/memories/notes"]
+            assert folder.memory is None and folder.is_folder and folder.last_version == 0
+            old = states["/memories/old.md"]
+            assert old.memory is None and old.last_version == 2 and not old.is_folder
+            assert states["/memories/x"] == type(old)(None, 0, False)
+        finally:
+            opened.close()
+
+    def test_a_pinned_walk_sees_only_what_was_visible_at_its_pin(self, path: Path) -> None:
+        opened = self.open_index(path)
+        try:
+            first, contents = _commit(1, "/memories/a.md", b"# a\n", ts=1_000)
+            second, more = _commit(2, "/memories/b.md", b"# b\n", ts=2_000)
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.apply_commit(first, 1_000, contents, first.to_bytes())
+                s.apply_commit(second, 2_000, more, second.to_bytes())
+            with opened.read_session() as s:
+                at_first = s.version_rows(("", "", 0), AGENT + "\x00", 1_000, 10)
+                at_second = s.version_rows(("", "", 0), AGENT + "\x00", 2_000, 10)
+                steps = s.step_rows("agent", AGENT, (-1, -1), 1_500, 10, commits=True)
+                live_b = s.live_version_at(AGENT, "/memories/b.md", 1_500)
+            assert [r[1] for r in at_first] == ["/memories/a.md"]
+            assert [r[1] for r in at_second] == ["/memories/a.md", "/memories/b.md"]
+            assert [r[4] for r in steps] == [1]
+            assert live_b is None
         finally:
             opened.close()

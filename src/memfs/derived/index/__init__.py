@@ -22,6 +22,9 @@ Applying a commit is idempotent: a revision already present is skipped.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from memfs.derived.index import base
 from memfs.derived.index.connection import Index, file_is_current
 from memfs.derived.index.reads import (
     PathStates,
@@ -48,6 +51,7 @@ from memfs.derived.index.reads import (
     live_paths,
     live_rows,
     memory,
+    path_states,
     runs_by_status,
     schema,
     version,
@@ -61,6 +65,7 @@ from memfs.derived.index.rows import (
     IndexGone,
     ListingJson,
     MemoryRow,
+    PathState,
     VersionRow,
     listing_page,
     listing_text,
@@ -79,6 +84,8 @@ from memfs.derived.index.runs import (
     run_rows,
 )
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.derived.index.sessions import SqliteRead, SqliteWrite
+from memfs.derived.index.walks import live_version_at, step_rows, version_rows
 from memfs.derived.index.writes import (
     apply_commit,
     bulk_load,
@@ -108,8 +115,11 @@ __all__ = [
     "IndexGone",
     "ListingJson",
     "MemoryRow",
+    "PathState",
     "PathStates",
     "RunRow",
+    "SqliteRead",
+    "SqliteWrite",
     "VersionRow",
     "add_run_step",
     "agent",
@@ -118,6 +128,7 @@ __all__ = [
     "agent_stats",
     "agents",
     "apply_commit",
+    "base",
     "blob",
     "bulk_load",
     "cached_blobs",
@@ -147,8 +158,10 @@ __all__ = [
     "live_contents",
     "live_paths",
     "live_rows",
+    "live_version_at",
     "mark_damaged",
     "memory",
+    "path_states",
     "put_agent",
     "put_run",
     "raise_clock",
@@ -160,6 +173,16 @@ __all__ = [
     "runs_by_status",
     "savepoint",
     "schema",
+    "step_rows",
     "version",
+    "version_rows",
     "versions",
 ]
+
+if TYPE_CHECKING:  # mypy checks the SQLite index and its sessions implement the seam
+
+    def _implements(idx: Index, r: SqliteRead, w: SqliteWrite) -> tuple[base.Index, ...]:
+        read: base.ReadSession = r
+        write: base.WriteSession = w
+        del read, write
+        return (idx,)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from memfs.derived.index.rows import IndexGone
 from memfs.derived.index.schema import _SCHEMA, KNOWN_SCHEMAS, SCHEMA_VERSION, migrate
+from memfs.derived.index.sessions import SqliteRead, SqliteWrite
 
 
 class Index:
@@ -152,6 +153,18 @@ class Index:
                     raise
             finally:
                 fcntl.flock(self._queue, fcntl.LOCK_UN)
+
+    @contextmanager
+    def write_session(self) -> Iterator[SqliteWrite]:
+        """``write`` as a ``base.WriteSession``: the Index seam's way in."""
+        with self.write() as conn:
+            yield SqliteWrite(conn)
+
+    @contextmanager
+    def read_session(self) -> Iterator[SqliteRead]:
+        """``read`` as a ``base.ReadSession``: the Index seam's way in."""
+        with self.read() as conn:
+            yield SqliteRead(conn)
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:

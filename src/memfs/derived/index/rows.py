@@ -13,6 +13,7 @@ from memfs.domain.records import CommitRow as CommitRow
 from memfs.domain.records import FolderEntry as FolderEntry
 from memfs.domain.records import ListingJson as ListingJson
 from memfs.domain.records import MemoryRow as MemoryRow
+from memfs.domain.records import PathState as PathState
 from memfs.domain.records import VersionRow as VersionRow
 
 Connection = sqlite3.Connection

@@ -1,0 +1,90 @@
+"""The inspect walkers' queries: stored versions and log steps, pinned at a clock value.
+
+Each call is one bounded, index-sought batch; the paging and merging is core.inspect's.
+A target is an agent id plus, for a scope, its sub-agents (ids between scope + "/" and
+scope + "0", since no id holds a character between "/" and "0" at that place).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memfs.derived.index.rows import Connection
+
+Row = tuple[Any, ...]
+
+
+def version_rows(
+    conn: Connection, seek: tuple[str, str, int], high: str, pin: int, limit: int
+) -> list[Row]:
+    """Stored (non-tombstone) versions visible at ``pin`` after ``seek`` = (agent, path,
+    version) with agent < ``high``, by (agent, path, version): one primary-key range.
+
+    Columns: agent_id, path, version, sha256, bytes, description, valid_from, valid_to,
+    visible_to, revision.
+    """
+    rows: list[Row] = conn.execute(
+        "SELECT agent_id, path, version, sha256, bytes, description, valid_from,"
+        " valid_to, visible_to, revision FROM versions"
+        " WHERE (agent_id, path, version) > (?, ?, ?) AND agent_id < ?"
+        " AND sha256 IS NOT NULL AND visible_from<=?"
+        " ORDER BY agent_id, path, version LIMIT ?",
+        (*seek, high, pin, limit),
+    ).fetchall()
+    return rows
+
+
+def live_version_at(conn: Connection, agent_id: str, path: str, pin: int) -> int | None:
+    """The version of ``path`` that was live at ``pin`` (None: none was)."""
+    row = conn.execute(
+        "SELECT version FROM versions WHERE agent_id=? AND path=? AND visible_from<=?"
+        " AND sha256 IS NOT NULL AND (visible_to IS NULL OR visible_to>?)",
+        (agent_id, path, pin, pin),
+    ).fetchone()
+    return int(row[0]) if row else None
+
+
+_COMMIT_STEPS = (
+    "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, changes, '', 0 FROM commits"
+)
+_RUN_STEPS = (
+    "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type, attempt FROM run_steps"
+)
+
+
+def step_rows(
+    conn: Connection,
+    kind: str,
+    ident: str,
+    seek: tuple[Any, ...],
+    pin: int,
+    limit: int,
+    *,
+    commits: bool,
+) -> list[Row]:
+    """Commit rows (or run-step rows) visible at ``pin`` after ``seek``, in visible order.
+
+    For an agent target ``seek`` = (visible_at, *rest) bound to ``ident``; for a scope,
+    (visible_at, agent_id, *rest). ``rest`` is (revision,) for commits, (run_id, seq)
+    for run steps. Columns: visible_at, agent_id, kind (0 commit, 1 run step), run_id,
+    revision or seq, time, actor, message, changes or detail, step type, attempt.
+    """
+    select, rest = (_COMMIT_STEPS, "revision") if commits else (_RUN_STEPS, "run_id, seq")
+    if kind == "agent":
+        rows: list[Row] = conn.execute(
+            f"{select} WHERE agent_id=? AND (visible_at, {rest}) > ({_marks(len(seek))})"
+            f" AND visible_at<=? ORDER BY visible_at, {rest} LIMIT ?",
+            (ident, *seek, pin, limit),
+        ).fetchall()
+        return rows
+    rows = conn.execute(
+        f"{select} WHERE (visible_at, agent_id, {rest}) > ({_marks(len(seek))})"
+        " AND visible_at<=? AND (agent_id=? OR (agent_id>? AND agent_id<?))"
+        f" ORDER BY visible_at, agent_id, {rest} LIMIT ?",
+        (*seek, pin, ident, ident + "/", ident + "0", limit),
+    ).fetchall()
+    return rows
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
