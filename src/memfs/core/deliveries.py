@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from memfs.config import Settings
-from memfs.core.runner import memory_content
+from memfs.core.actions.memory import memory_content
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Store
 from memfs.core.triggers import Trigger, Triggers

@@ -13,13 +13,14 @@ Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
 (flat in one folder: a new folder per run would cost a directory fsync per level).
 
 A unique delivery therefore writes ONE durable file: its record. The run's
-``created`` event is a function of the record (``created_event``), so the record is
+``created`` event is a function of the record (``run_events.created``), so the record is
 read as event 1 for as long as it exists. Before ``collect`` deletes a record it
 publishes that event as ``runs/<runId>.e000001.json`` (the same bytes from any
 collector, create-if-absent), so the run stays rebuildable from files afterwards; a
 crash between the two leaves both, which read alike.
 
-A run's state is the fold of its events (``fold``); the index keeps that fold in the
+A run's state is the fold of its events (``run_events.fold``, pure, with one
+constructor per event); the index keeps that fold in the
 ``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
 event happens under the index's write lock after catching up with the backend, so
 a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
@@ -42,6 +43,7 @@ from memfs.canonical import layout
 from memfs.canonical.backend import MissingObject
 from memfs.core.store import Store
 from memfs.derived import index
+from memfs.domain import run_events
 from memfs.domain.commits import format_ts, now_us
 from memfs.errors import Conflict, InvalidRequest, NotFound
 
@@ -91,8 +93,6 @@ class Run:
         }
 
 
-
-
 def _prefix(agent_id: str) -> str:
     return layout.agent_prefix(agent_id)
 
@@ -114,75 +114,6 @@ def group_key(agent_id: str, run_id: str, attempt: int) -> str:
     """The process group (and scratch folder) of a started command attempt, so the
     worker that finds the attempt's owner dead can kill what it left running."""
     return f"{_prefix(agent_id)}runs/{run_id}.g{attempt:04d}.json"
-
-
-# ---- folding events into a run ---------------------------------------------------
-
-
-def fold(run: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    """The run after ``event``: the one rule for how steps change a run's state."""
-    kind, at = event["type"], int(event["at"])
-    run = dict(run)
-    if kind == "created":
-        run.update(
-            trigger_id=event["triggerId"],
-            webhook_id=event["webhookId"],
-            status="queued",
-            attempt=0,
-            max_attempts=int(event["maxAttempts"]),
-            created_at=at,
-            delivery_key=event.get("deliveryKey"),
-        )
-    elif kind == "claimed":
-        run.update(
-            status="running",
-            attempt=int(event["attempt"]),
-            started_at=at,
-            next_retry_at=None,
-            finished_at=None,
-        )
-    elif kind == "output":
-        run.update(output=event.get("output"))
-    elif kind == "succeeded":
-        run.update(
-            status="succeeded",
-            finished_at=at,
-            exit_code=event.get("exitCode"),
-            error=None,
-            next_retry_at=None,
-        )
-    elif kind == "failed":
-        retry_at = event.get("nextRetryAt")
-        run.update(
-            status="delayed" if retry_at is not None else "failed",
-            finished_at=None if retry_at is not None else at,
-            exit_code=event.get("exitCode"),
-            error=event.get("error"),
-            next_retry_at=retry_at,
-        )
-    elif kind == "retry_scheduled":
-        pass  # informative: the failed event already carries the decision
-    elif kind == "requeued":
-        run.update(
-            status="queued",
-            max_attempts=int(event["maxAttempts"]),
-            next_retry_at=None,
-            finished_at=None,
-        )
-    run["events"] = int(run.get("events", 0)) + 1
-    return run
-
-
-def created_event(key: str, record: dict[str, Any]) -> dict[str, Any]:
-    """Event 1 of the run a delivery record starts: a function of the record alone."""
-    return {
-        "type": "created",
-        "at": int(record["receivedAt"]),
-        "triggerId": record["triggerId"],
-        "webhookId": record["webhookId"],
-        "maxAttempts": int(record["maxAttempts"]),
-        "deliveryKey": key,
-    }
 
 
 def _event_bytes(event: dict[str, Any]) -> bytes:
@@ -209,7 +140,7 @@ def _apply(
         if row
         else {"agent_id": agent_id, "run_id": run_id, "events": 0}
     )
-    new = fold(current, event)
+    new = run_events.fold(current, event)
     values: list[Any] = [new.get(c) for c in _NAMES]
     index.put_run(conn, values)
     detail = {k: v for k, v in event.items() if k not in ("type", "at")}
@@ -319,7 +250,7 @@ class Runs:
         def requeue(cur: Run | None) -> dict[str, Any] | None:
             if cur is None or cur.status != "failed":
                 return None
-            return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
+            return run_events.requeued(cur.attempt, cur.attempt + 1)
 
         run = self.append(agent_id, run_id, requeue) if current.status == "failed" else current
         if run is None or run.status != "queued" or current.status != "failed":
@@ -427,7 +358,7 @@ class Runs:
             try:  # published by collect (or by memfs before records were event 1)
                 first = json.loads(self.backend.get(event_key(item.agent_id, run_id, 1)))
             except MissingObject:
-                first = created_event(item.key, item.record)
+                first = run_events.created(item.key, item.record)
             row = _apply(conn, item.agent_id, run_id, 1, first, None)
         run = self._follow(conn, item.agent_id, run_id, row)
         assert run is not None
@@ -489,7 +420,7 @@ class Runs:
         def claimed(cur: Run | None) -> dict[str, Any] | None:
             if cur is None or cur.attempt >= attempt:
                 return None
-            return {"type": "claimed", "attempt": attempt, "owner": owner}
+            return run_events.claimed(attempt, owner)
 
         self.append(run.agent_id, run.run_id, claimed)
         return attempt
@@ -590,7 +521,7 @@ class Runs:
                 except MissingObject:
                     record = None  # another collector deleted it, after publishing event 1
                 if record is not None:
-                    self.backend.put_if_absent(first, _event_bytes(created_event(key, record)))
+                    self.backend.put_if_absent(first, _event_bytes(run_events.created(key, record)))
             self.backend.delete(key)
             with self.store.index.write() as conn:
                 index.forget_delivery(conn, agent_id, run_id)
