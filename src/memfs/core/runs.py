@@ -31,6 +31,7 @@ commit, the ``GroupCommit`` the Store owns): their records are written outside e
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import sqlite3
@@ -41,6 +42,7 @@ from typing import Any
 
 from memfs.canonical import layout
 from memfs.canonical.backend import MissingObject
+from memfs.core import cas
 from memfs.core.store import Store
 from memfs.derived import index
 from memfs.domain import run_events
@@ -208,32 +210,50 @@ class Runs:
         """Append the event ``make(current run)`` returns (None: nothing to append).
 
         Optimistic, like a commit: ``make`` sees the run after its n events, and the
-        event is published as event n + 1 with create-if-absent, so of two racing
-        appenders exactly one wins and the other decides again on the new state. The
-        durable write happens outside the index's write lock (which other writers,
-        deliveries among them, would otherwise wait on through its fsyncs); the lock
-        is taken only to index the event.
+        event is published as event n + 1 with create-if-absent (``cas.append_next``),
+        so of two racing appenders exactly one wins and the other decides again on the
+        new state. The durable write happens outside the index's write lock (which
+        other writers, deliveries among them, would otherwise wait on through its
+        fsyncs); the lock is taken only to index the event.
         """
-        for _ in range(50):
+
+        def read() -> Run | None:
             row = self._current(agent_id, run_id)
             if row is None:  # unknown to the index, or an event file not indexed yet
                 with self.store.index.write() as conn:
                     row = self._catch_up(conn, agent_id, run_id)
+            return row
+
+        def decide(row: Run | None) -> cas.Done[Run | None] | cas.Next[Run | None]:
             event = make(row)
             if event is None or row is None:
                 # An unknown run gets no event: its event 1 is its delivery record.
-                return row
+                return cas.Done(row)
             event.setdefault("at", now_us())
             seq = row.events + 1
-            if self.backend.put_if_absent(event_key(agent_id, run_id, seq), _event_bytes(event)):
-                with self.store.index.write() as conn:
-                    current = get_row(conn, agent_id, run_id)
-                    if current is not None and current.events == seq - 1:
-                        current = _apply(conn, agent_id, run_id, seq, event, current)
-                    run = self._follow(conn, agent_id, run_id, current)
-                assert run is not None
-                return run
-        raise Conflict("run changed concurrently too often; retry")
+            return cas.Next(
+                event_key(agent_id, run_id, seq),
+                _event_bytes(event),
+                functools.partial(self._index_won, agent_id, run_id, seq, event),
+            )
+
+        return cas.append_next(
+            read,
+            decide,
+            self.backend.put_if_absent,
+            tries=50,
+            conflict=lambda: Conflict("run changed concurrently too often; retry"),
+        )
+
+    def _index_won(self, agent_id: str, run_id: str, seq: int, event: dict[str, Any]) -> Run:
+        """Index event ``seq``, just published by this writer, and any after it."""
+        with self.store.index.write() as conn:
+            current = get_row(conn, agent_id, run_id)
+            if current is not None and current.events == seq - 1:
+                current = _apply(conn, agent_id, run_id, seq, event, current)
+            run = self._follow(conn, agent_id, run_id, current)
+        assert run is not None
+        return run
 
     def retry(self, agent_id: str, run_id: str) -> Run:
         """Give a failed run one more attempt (queued again); Conflict for any other run."""
