@@ -30,7 +30,8 @@ from standardwebhooks import Webhook
 from commands import child_python, shared_folder
 from memfs.canonical import layout
 from memfs.canonical.backend import LocalBackend
-from memfs.core.runs import claim_key, created_event, delivery_key
+from memfs.core.runs import claim_key, delivery_key
+from memfs.domain.run_events import created as created_event
 from servers_real import RealServer, memfs_cli
 
 AGENT = "users/alice/assistant"

@@ -13,13 +13,14 @@ Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
 (flat in one folder: a new folder per run would cost a directory fsync per level).
 
 A unique delivery therefore writes ONE durable file: its record. The run's
-``created`` event is a function of the record (``created_event``), so the record is
+``created`` event is a function of the record (``run_events.created``), so the record is
 read as event 1 for as long as it exists. Before ``collect`` deletes a record it
 publishes that event as ``runs/<runId>.e000001.json`` (the same bytes from any
 collector, create-if-absent), so the run stays rebuildable from files afterwards; a
 crash between the two leaves both, which read alike.
 
-A run's state is the fold of its events (``fold``); the index keeps that fold in the
+A run's state is the fold of its events (``run_events.fold``, pure, with one
+constructor per event); the index keeps that fold in the
 ``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
 event happens under the index's write lock after catching up with the backend, so
 a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
@@ -30,6 +31,7 @@ commit, the ``GroupCommit`` the Store owns): their records are written outside e
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import sqlite3
@@ -40,8 +42,10 @@ from typing import Any
 
 from memfs.canonical import layout
 from memfs.canonical.backend import MissingObject
+from memfs.core import cas
 from memfs.core.store import Store
 from memfs.derived import index
+from memfs.domain import run_events
 from memfs.domain.commits import format_ts, now_us
 from memfs.errors import Conflict, InvalidRequest, NotFound
 
@@ -91,8 +95,6 @@ class Run:
         }
 
 
-
-
 def _prefix(agent_id: str) -> str:
     return layout.agent_prefix(agent_id)
 
@@ -114,75 +116,6 @@ def group_key(agent_id: str, run_id: str, attempt: int) -> str:
     """The process group (and scratch folder) of a started command attempt, so the
     worker that finds the attempt's owner dead can kill what it left running."""
     return f"{_prefix(agent_id)}runs/{run_id}.g{attempt:04d}.json"
-
-
-# ---- folding events into a run ---------------------------------------------------
-
-
-def fold(run: dict[str, Any], event: dict[str, Any]) -> dict[str, Any]:
-    """The run after ``event``: the one rule for how steps change a run's state."""
-    kind, at = event["type"], int(event["at"])
-    run = dict(run)
-    if kind == "created":
-        run.update(
-            trigger_id=event["triggerId"],
-            webhook_id=event["webhookId"],
-            status="queued",
-            attempt=0,
-            max_attempts=int(event["maxAttempts"]),
-            created_at=at,
-            delivery_key=event.get("deliveryKey"),
-        )
-    elif kind == "claimed":
-        run.update(
-            status="running",
-            attempt=int(event["attempt"]),
-            started_at=at,
-            next_retry_at=None,
-            finished_at=None,
-        )
-    elif kind == "output":
-        run.update(output=event.get("output"))
-    elif kind == "succeeded":
-        run.update(
-            status="succeeded",
-            finished_at=at,
-            exit_code=event.get("exitCode"),
-            error=None,
-            next_retry_at=None,
-        )
-    elif kind == "failed":
-        retry_at = event.get("nextRetryAt")
-        run.update(
-            status="delayed" if retry_at is not None else "failed",
-            finished_at=None if retry_at is not None else at,
-            exit_code=event.get("exitCode"),
-            error=event.get("error"),
-            next_retry_at=retry_at,
-        )
-    elif kind == "retry_scheduled":
-        pass  # informative: the failed event already carries the decision
-    elif kind == "requeued":
-        run.update(
-            status="queued",
-            max_attempts=int(event["maxAttempts"]),
-            next_retry_at=None,
-            finished_at=None,
-        )
-    run["events"] = int(run.get("events", 0)) + 1
-    return run
-
-
-def created_event(key: str, record: dict[str, Any]) -> dict[str, Any]:
-    """Event 1 of the run a delivery record starts: a function of the record alone."""
-    return {
-        "type": "created",
-        "at": int(record["receivedAt"]),
-        "triggerId": record["triggerId"],
-        "webhookId": record["webhookId"],
-        "maxAttempts": int(record["maxAttempts"]),
-        "deliveryKey": key,
-    }
 
 
 def _event_bytes(event: dict[str, Any]) -> bytes:
@@ -209,7 +142,7 @@ def _apply(
         if row
         else {"agent_id": agent_id, "run_id": run_id, "events": 0}
     )
-    new = fold(current, event)
+    new = run_events.fold(current, event)
     values: list[Any] = [new.get(c) for c in _NAMES]
     index.put_run(conn, values)
     detail = {k: v for k, v in event.items() if k not in ("type", "at")}
@@ -277,32 +210,50 @@ class Runs:
         """Append the event ``make(current run)`` returns (None: nothing to append).
 
         Optimistic, like a commit: ``make`` sees the run after its n events, and the
-        event is published as event n + 1 with create-if-absent, so of two racing
-        appenders exactly one wins and the other decides again on the new state. The
-        durable write happens outside the index's write lock (which other writers,
-        deliveries among them, would otherwise wait on through its fsyncs); the lock
-        is taken only to index the event.
+        event is published as event n + 1 with create-if-absent (``cas.append_next``),
+        so of two racing appenders exactly one wins and the other decides again on the
+        new state. The durable write happens outside the index's write lock (which
+        other writers, deliveries among them, would otherwise wait on through its
+        fsyncs); the lock is taken only to index the event.
         """
-        for _ in range(50):
+
+        def read() -> Run | None:
             row = self._current(agent_id, run_id)
             if row is None:  # unknown to the index, or an event file not indexed yet
                 with self.store.index.write() as conn:
                     row = self._catch_up(conn, agent_id, run_id)
+            return row
+
+        def decide(row: Run | None) -> cas.Done[Run | None] | cas.Next[Run | None]:
             event = make(row)
             if event is None or row is None:
                 # An unknown run gets no event: its event 1 is its delivery record.
-                return row
+                return cas.Done(row)
             event.setdefault("at", now_us())
             seq = row.events + 1
-            if self.backend.put_if_absent(event_key(agent_id, run_id, seq), _event_bytes(event)):
-                with self.store.index.write() as conn:
-                    current = get_row(conn, agent_id, run_id)
-                    if current is not None and current.events == seq - 1:
-                        current = _apply(conn, agent_id, run_id, seq, event, current)
-                    run = self._follow(conn, agent_id, run_id, current)
-                assert run is not None
-                return run
-        raise Conflict("run changed concurrently too often; retry")
+            return cas.Next(
+                event_key(agent_id, run_id, seq),
+                _event_bytes(event),
+                functools.partial(self._index_won, agent_id, run_id, seq, event),
+            )
+
+        return cas.append_next(
+            read,
+            decide,
+            self.backend.put_if_absent,
+            tries=50,
+            conflict=lambda: Conflict("run changed concurrently too often; retry"),
+        )
+
+    def _index_won(self, agent_id: str, run_id: str, seq: int, event: dict[str, Any]) -> Run:
+        """Index event ``seq``, just published by this writer, and any after it."""
+        with self.store.index.write() as conn:
+            current = get_row(conn, agent_id, run_id)
+            if current is not None and current.events == seq - 1:
+                current = _apply(conn, agent_id, run_id, seq, event, current)
+            run = self._follow(conn, agent_id, run_id, current)
+        assert run is not None
+        return run
 
     def retry(self, agent_id: str, run_id: str) -> Run:
         """Give a failed run one more attempt (queued again); Conflict for any other run."""
@@ -319,7 +270,7 @@ class Runs:
         def requeue(cur: Run | None) -> dict[str, Any] | None:
             if cur is None or cur.status != "failed":
                 return None
-            return {"type": "requeued", "attempt": cur.attempt, "maxAttempts": cur.attempt + 1}
+            return run_events.requeued(cur.attempt, cur.attempt + 1)
 
         run = self.append(agent_id, run_id, requeue) if current.status == "failed" else current
         if run is None or run.status != "queued" or current.status != "failed":
@@ -427,7 +378,7 @@ class Runs:
             try:  # published by collect (or by memfs before records were event 1)
                 first = json.loads(self.backend.get(event_key(item.agent_id, run_id, 1)))
             except MissingObject:
-                first = created_event(item.key, item.record)
+                first = run_events.created(item.key, item.record)
             row = _apply(conn, item.agent_id, run_id, 1, first, None)
         run = self._follow(conn, item.agent_id, run_id, row)
         assert run is not None
@@ -489,7 +440,7 @@ class Runs:
         def claimed(cur: Run | None) -> dict[str, Any] | None:
             if cur is None or cur.attempt >= attempt:
                 return None
-            return {"type": "claimed", "attempt": attempt, "owner": owner}
+            return run_events.claimed(attempt, owner)
 
         self.append(run.agent_id, run.run_id, claimed)
         return attempt
@@ -590,7 +541,7 @@ class Runs:
                 except MissingObject:
                     record = None  # another collector deleted it, after publishing event 1
                 if record is not None:
-                    self.backend.put_if_absent(first, _event_bytes(created_event(key, record)))
+                    self.backend.put_if_absent(first, _event_bytes(run_events.created(key, record)))
             self.backend.delete(key)
             with self.store.index.write() as conn:
                 index.forget_delivery(conn, agent_id, run_id)

@@ -174,6 +174,14 @@ def _in_child(parent: int, cpu_seconds: int, uid: int | None, gid: int | None) -
         os._exit(1)  # the server died between fork and prctl: the signal was never armed
 
 
+def boot_id() -> str:
+    """This boot of the machine: a process group recorded under another one is gone."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def kill_group(record: Mapping[str, Any], boot_id: str) -> None:
     """SIGKILL the process group a dead attempt recorded (its forked grandchildren
     survive PDEATHSIG), unless the machine rebooted since (the id may be reused)."""

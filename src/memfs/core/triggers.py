@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from memfs.canonical import layout
 from memfs.canonical.backend import Backend
+from memfs.core import cas
 from memfs.domain import paths
 from memfs.domain.commits import format_ts, now_us, parse_ts
 from memfs.domain.webhook_verify import generate_secret, parse_secret
@@ -25,6 +26,8 @@ ROTATION_OVERLAP_US = 24 * 3600 * 1_000_000
 DEFAULT_PATH = "/memories/inbox/{triggerId}/{webhookId}.md"
 MAX_PROMPT = 64 * 1024
 _SEQ_DIGITS = 10
+_TRIES = 50  # racing writers of one trigger: each loss re-decides on the winner's record
+R = TypeVar("R")
 
 CommandGuard = Callable[[], None]
 
@@ -125,19 +128,40 @@ class Triggers:
         doc: dict[str, Any] = json.loads(self.backend.get(last))
         return doc
 
-    def _append(self, agent_id: str, trigger_id: str, doc: dict[str, Any], seq: int) -> None:
-        key = f"{_prefix(agent_id, trigger_id)}{seq:0{_SEQ_DIGITS}d}.json"
-        if not self.backend.put_if_absent(key, json.dumps(doc).encode()):
-            raise Conflict(f"trigger {trigger_id!r} changed concurrently; retry", field="triggerId")
+    def _change(
+        self,
+        agent_id: str,
+        trigger_id: str,
+        decide: Callable[[dict[str, Any] | None], tuple[dict[str, Any], R]],
+    ) -> R:
+        """Append the record ``decide(latest record)`` makes as record seq; a writer that
+        loses the race for that seq decides again on the winner's record (``cas``)."""
 
-    def get(self, agent_id: str, trigger_id: str) -> Trigger:
-        paths.simple_id(trigger_id, field="triggerId")
-        doc = self._latest(agent_id, trigger_id)
+        def step(latest: dict[str, Any] | None) -> cas.Next[R]:
+            doc, answer = decide(latest)
+            key = f"{_prefix(agent_id, trigger_id)}{int(doc['seq']):0{_SEQ_DIGITS}d}.json"
+            return cas.Next(key, json.dumps(doc).encode(), lambda: answer)
+
+        return cas.append_next(
+            lambda: self._latest(agent_id, trigger_id),
+            step,
+            self.backend.put_if_absent,
+            tries=_TRIES,
+            conflict=lambda: Conflict(
+                f"trigger {trigger_id!r} changed concurrently; retry", field="triggerId"
+            ),
+        )
+
+    def _current(self, agent_id: str, trigger_id: str, doc: dict[str, Any] | None) -> Trigger:
         if doc is None or doc.get("deleted"):
             raise NotFound(
                 f"trigger {trigger_id!r} of agent {agent_id!r} does not exist", field="triggerId"
             )
         return _trigger(agent_id, trigger_id, doc)
+
+    def get(self, agent_id: str, trigger_id: str) -> Trigger:
+        paths.simple_id(trigger_id, field="triggerId")
+        return self._current(agent_id, trigger_id, self._latest(agent_id, trigger_id))
 
     def put(
         self,
@@ -171,69 +195,73 @@ class Triggers:
             if not isinstance(secret, str):
                 raise InvalidRequest("secret must be a whsec_ string", field="secret")
             parse_secret(secret)
-        previous = self._latest(agent_id, trigger_id)
-        now = now_us()
-        created = previous is None or bool(previous.get("deleted"))
-        if guard is not None and (
-            action["type"] == "command"
-            or (not created and _is_command(previous))  # type: ignore[arg-type]
-        ):
-            guard()
-        if secret is None:
-            secrets_ = (
-                [{"value": generate_secret(), "expiresAt": None}]
-                if created
-                else previous["secrets"]  # type: ignore[index]
-            )
-        else:
-            secrets_ = [{"value": secret, "expiresAt": None}]
-        seq = int(previous["seq"]) + 1 if previous else 1
-        doc: dict[str, Any] = {
-            "seq": seq,
-            "prompt": prompt,
-            "action": action,
-            "maxAttempts": attempts,
-            "secrets": secrets_,
-            "createdAt": format_ts(now) if created else previous["createdAt"],  # type: ignore[index]
-            "updatedAt": format_ts(now),
-        }
-        self._append(agent_id, trigger_id, doc, seq)
-        return _trigger(agent_id, trigger_id, doc), created
 
-    def delete(
-        self, agent_id: str, trigger_id: str, *, guard: CommandGuard | None = None
-    ) -> None:
-        current = self.get(agent_id, trigger_id)
-        if guard is not None and current.action.get("type") == "command":
-            guard()
-        self._append(
-            agent_id, trigger_id, {"seq": current.seq + 1, "deleted": True}, current.seq + 1
-        )
+        def decide(previous: dict[str, Any] | None) -> tuple[dict[str, Any], tuple[Trigger, bool]]:
+            now = now_us()
+            created = previous is None or bool(previous.get("deleted"))
+            if guard is not None and (
+                action["type"] == "command" or (not created and _is_command(previous))  # type: ignore[arg-type]
+            ):
+                guard()
+            if secret is None:
+                secrets_ = (
+                    [{"value": generate_secret(), "expiresAt": None}]
+                    if created
+                    else previous["secrets"]  # type: ignore[index]
+                )
+            else:
+                secrets_ = [{"value": secret, "expiresAt": None}]
+            seq = int(previous["seq"]) + 1 if previous else 1
+            doc: dict[str, Any] = {
+                "seq": seq,
+                "prompt": prompt,
+                "action": action,
+                "maxAttempts": attempts,
+                "secrets": secrets_,
+                "createdAt": format_ts(now) if created else previous["createdAt"],  # type: ignore[index]
+                "updatedAt": format_ts(now),
+            }
+            return doc, (_trigger(agent_id, trigger_id, doc), created)
+
+        return self._change(agent_id, trigger_id, decide)
+
+    def delete(self, agent_id: str, trigger_id: str, *, guard: CommandGuard | None = None) -> None:
+        def decide(latest: dict[str, Any] | None) -> tuple[dict[str, Any], None]:
+            current = self._current(agent_id, trigger_id, latest)
+            if guard is not None and current.action.get("type") == "command":
+                guard()
+            return {"seq": current.seq + 1, "deleted": True}, None
+
+        paths.simple_id(trigger_id, field="triggerId")
+        self._change(agent_id, trigger_id, decide)
 
     def rotate(
         self, agent_id: str, trigger_id: str, *, guard: CommandGuard | None = None
     ) -> Trigger:
-        current = self.get(agent_id, trigger_id)
-        # The new secret signs deliveries, and a delivery runs the command.
-        if guard is not None and current.action.get("type") == "command":
-            guard()
-        now = now_us()
-        keep = [
-            {"value": s.value, "expiresAt": format_ts(now + ROTATION_OVERLAP_US)}
-            for s in current.secrets
-            if s.expires_at is None or s.expires_at > now
-        ]
-        doc: dict[str, Any] = {
-            "seq": current.seq + 1,
-            "prompt": current.prompt,
-            "action": current.action,
-            "maxAttempts": current.max_attempts,
-            "secrets": [{"value": generate_secret(), "expiresAt": None}, *keep],
-            "createdAt": format_ts(current.created_at),
-            "updatedAt": format_ts(now),
-        }
-        self._append(agent_id, trigger_id, doc, current.seq + 1)
-        return _trigger(agent_id, trigger_id, doc)
+        def decide(latest: dict[str, Any] | None) -> tuple[dict[str, Any], Trigger]:
+            current = self._current(agent_id, trigger_id, latest)
+            # The new secret signs deliveries, and a delivery runs the command.
+            if guard is not None and current.action.get("type") == "command":
+                guard()
+            now = now_us()
+            keep = [
+                {"value": s.value, "expiresAt": format_ts(now + ROTATION_OVERLAP_US)}
+                for s in current.secrets
+                if s.expires_at is None or s.expires_at > now
+            ]
+            doc: dict[str, Any] = {
+                "seq": current.seq + 1,
+                "prompt": current.prompt,
+                "action": current.action,
+                "maxAttempts": current.max_attempts,
+                "secrets": [{"value": generate_secret(), "expiresAt": None}, *keep],
+                "createdAt": format_ts(current.created_at),
+                "updatedAt": format_ts(now),
+            }
+            return doc, _trigger(agent_id, trigger_id, doc)
+
+        paths.simple_id(trigger_id, field="triggerId")
+        return self._change(agent_id, trigger_id, decide)
 
     def list(self, agent_id: str) -> list[Trigger]:
         base = f"{layout.agent_prefix(agent_id)}triggers/"

@@ -6,10 +6,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import wire
-from memfs.core.runs import Runs
 from memfs.core.store import Agent
+from memfs.core.summary import summary as agent_summary
 from memfs.domain import paths
-from memfs.domain.commits import format_ts
 from memfs.errors import Conflict, InvalidRequest, NotFound
 from memfs.http.context import Ctx, only_fields
 
@@ -92,37 +91,4 @@ async def summary(ctx: Ctx) -> Response:
     ctx.allow_query()
     agent_id = paths.agent_id(ctx.params["agentId"])
     ctx.who.require("memories:read", agent_id)
-    agent = ctx.store.get_agent(agent_id)
-    count, total = ctx.store.agent_stats(agent_id)
-    runs = Runs(ctx.store).counts(agent_id)
-    by_status = runs["by_status"]
-    pending = sum(by_status.get(s, 0) for s in ("queued", "running", "delayed"))
-    if by_status.get("running"):
-        state = "updating"
-    elif by_status.get("delayed"):
-        state = "delayed"
-    # A rename is a commit too, but it writes no memory: the agent still waits.
-    elif not by_status and (agent.revision == 0 or not ctx.store.ever_written(agent_id)):
-        state = "waiting"
-    else:
-        state = "idle"
-    return JSONResponse(
-        {
-            "agentId": agent.agent_id,
-            "agentName": agent.name,
-            "memoryStoreId": agent.memory_store_id,
-            "memoryCount": count,
-            "totalBytes": total,
-            "revision": agent.revision,
-            "state": state,
-            "pendingRunCount": pending,
-            "failedRunCount": by_status.get("failed", 0),
-            "lastUpdatedAt": format_ts(agent.last_ts) if agent.revision else None,
-            "lastCheckedAt": _ts(runs["last_finished"]),
-            "nextRetryAt": _ts(runs["next_retry"]),
-        }
-    )
-
-
-def _ts(value: int | None) -> str | None:
-    return format_ts(value) if value is not None else None
+    return JSONResponse(agent_summary(ctx.store, agent_id))

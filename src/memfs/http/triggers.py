@@ -8,12 +8,11 @@ import time
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
-from memfs.core.runner import memory_content
+from memfs.core import deliveries
 from memfs.core.runs import Runs, check_run_id
 from memfs.core.triggers import CommandGuard, Triggers, command_guard
 from memfs.domain import paths
-from memfs.domain.webhook_verify import verify
-from memfs.errors import InvalidRequest, NotFound, PayloadTooLarge
+from memfs.errors import InvalidRequest, PayloadTooLarge
 from memfs.http.context import Ctx
 
 
@@ -87,73 +86,34 @@ async def rotate_secret(ctx: Ctx) -> Response:
 
 async def deliver(ctx: Ctx) -> Response:
     """A sender's delivery: 404 → 413 → 401 → exactly one run per webhook-id."""
-    agent_id = paths.agent_id(ctx.params["agentId"])
-    try:
-        ctx.store.get_agent(agent_id)
-        trigger = _triggers(ctx).get(agent_id, ctx.params["triggerId"])
-    except NotFound:
-        # One answer for an unknown agent and an unknown trigger: a sender without a
-        # key must not learn which agents exist.
-        raise NotFound(
-            "no trigger answers at this URL; check the agent id and trigger id",
-            field="triggerId",
-        ) from None
     settings = ctx.services.settings
-    # A memory action can't store more than memoryBytes: the body is refused here, with
-    # 413 before any 202, rather than accepted to fail on every attempt.
-    limit = settings.webhook_body_bytes
-    if trigger.action.get("type") != "command":
-        limit = min(limit, settings.memory_bytes)
+    agent_id = paths.agent_id(ctx.params["agentId"])
+    target = deliveries.target(ctx.store, settings, agent_id, ctx.params["triggerId"])
     try:
-        body = await ctx.body(limit)
+        body = await ctx.body(target.body_limit)
     except PayloadTooLarge as exc:
-        if limit < settings.webhook_body_bytes:
-            exc.message += " (the most this trigger's memory action can store: memoryBytes)"
-            exc.args = (exc.message,)
-        raise
-    now = time.time()
+        raise target.explain(exc) from None
     headers = dict(ctx.request.headers)
     # Every webhook-signature line counts (a proxy may split one header into several).
     signatures = ctx.request.headers.getlist("webhook-signature")
     if len(signatures) > 1:
         headers["webhook-signature"] = " ".join(signatures)
-    webhook_id = verify(
-        trigger.live_secrets(int(now * 1_000_000)),
-        headers,
-        body,
-        now=now,
-        tolerance_seconds=settings.webhook_tolerance_seconds,
-    )
-    runs = _runs(ctx)
-    # A retry of an indexed id needs reads only: answered here, without a thread hop.
-    known = runs.known(agent_id, trigger.trigger_id, webhook_id, wait=False)
-    if known is not None:
-        return JSONResponse(known.to_json(), status_code=200)
-    media = ctx.request.headers.get("content-type", "application/octet-stream")[:256]
-    if trigger.action.get("type") != "command":
-        # The exact memory (frontmatter, and base64 for a binary body) must fit too.
-        facts = {"webhookId": webhook_id, "contentType": media, "receivedAt": int(now * 1e6)}
-        size = len(memory_content(trigger, facts, body))
-        if size > settings.memory_bytes:
-            raise PayloadTooLarge(
-                f"this trigger's memory action stores at most {settings.memory_bytes} bytes"
-                f" (memoryBytes) and this body makes a memory of {size}; send less, or use a"
-                " command action",
-                field="body",
-            )
-    # The durable record is written in a worker thread, so the fsyncs of concurrent
-    # deliveries overlap (and their index rows share a transaction).
+    runner = ctx.services.runner
+    # In a worker thread: the fsyncs of concurrent deliveries overlap (and their index
+    # rows share a transaction).
     run, created = await run_in_threadpool(
-        runs.deliver,
-        agent_id,
-        trigger.trigger_id,
-        webhook_id,
+        functools.partial(
+            deliveries.accept,
+            now=time.time(),
+            wake=runner.wake.set if runner is not None else None,
+        ),
+        ctx.store,
+        settings,
+        target,
         body,
-        media,
-        trigger.max_attempts,
+        headers,
+        ctx.request.headers.get("content-type", "application/octet-stream"),
     )
-    if created and ctx.services.runner is not None:
-        ctx.services.runner.wake.set()
     return JSONResponse(run.to_json(), status_code=202 if created else 200)
 
 
