@@ -84,18 +84,24 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(folder.parent)
 
 
+def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
+    """Write every byte of ``data`` to ``fd`` (``os.write`` may write fewer), then fsync
+    it with ``sync``."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    if sync:
+        os.fsync(fd)
+
+
 def write_temp(folder: Path, data: bytes, *, sync: bool = False, mode: int = FILE_MODE) -> Path:
     """A new temp file in ``folder`` holding ``data`` (fsynced with ``sync``), for the
     caller to publish under its final name or unlink."""
     tmp = Path(f"{folder}/{TEMP_PREFIX}{secrets.token_hex(8)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
+        _write_all(fd, data, sync=sync)
     except BaseException:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -216,12 +222,7 @@ def write_temp_at(dir_fd: int, data: bytes, *, sync: bool) -> str:
         dir_fd=dir_fd,
     )
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
-            os.fsync(fd)
+        _write_all(fd, data, sync=sync)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
