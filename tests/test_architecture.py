@@ -215,3 +215,72 @@ def _line_of_raise_clock() -> int:
     text = (SRC / "derived" / "index" / "writes.py").read_text().splitlines()
     start = next(i for i, line in enumerate(text, 1) if line.startswith("def raise_clock("))
     return next(i for i, line in enumerate(text, 1) if i > start and "key='clock'" in line)
+
+
+def _raw_index_uses(path: Path) -> list[str]:
+    """Where a module opens the index's raw connection (``….index.read()`` /
+    ``.write()``), imports sqlite3 or names the index's ``Connection``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("read", "write")
+            and not node.args
+            and not node.keywords
+            and (
+                (isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "index")
+                or (isinstance(node.func.value, ast.Name) and node.func.value.id == "index")
+            )
+        ):
+            found.append(f"{node.lineno}: .index.{node.func.attr}()")
+        elif isinstance(node, ast.Import) and any(
+            a.name.split(".")[0] == "sqlite3" for a in node.names
+        ):
+            found.append(f"{node.lineno}: import sqlite3")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlite3":
+            found.append(f"{node.lineno}: from sqlite3")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("memfs.derived.index")
+            and any(a.name == "Connection" for a in node.names)
+        ) or (
+            isinstance(node, ast.Attribute)
+            and node.attr == "Connection"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "index"
+        ):
+            found.append(f"{node.lineno}: the index's Connection")
+    return found
+
+
+def test_only_the_index_package_sees_a_database_connection() -> None:
+    """Outside ``derived/index/`` the index is reached through its sessions (the Index
+    protocol), so another engine plugs in by implementing the protocol alone."""
+    index_package = SRC / "derived" / "index"
+    offenders = {
+        module_name(p): uses
+        for p in MODULES
+        if index_package not in p.parents and (uses := _raw_index_uses(p))
+    }
+    assert offenders == {}
+
+
+def test_the_connection_check_sees_each_way_in(tmp_path: Path) -> None:
+    cases = {
+        "read": "def f(store):\n    with store.index.read() as conn:\n        pass\n",
+        "write": "def f(index):\n    with index.write() as conn:\n        pass\n",
+        "sqlite": "import sqlite3\n",
+        "typed": "from memfs.derived import index\nX: index.Connection\n",
+        "named": "from memfs.derived.index import Connection\n",
+    }
+    for name, text in cases.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        assert _raw_index_uses(tmp_path / f"{name}.py"), name
+    clean = tmp_path / "clean.py"
+    clean.write_text(
+        "def f(store, fh):\n    with store.index.read_session() as ix:\n"
+        "        return fh.read(), ix.clock()\n"
+    )
+    assert _raw_index_uses(clean) == []
+

@@ -35,7 +35,7 @@ def index_ready(store: Store) -> bool:
     if store.index_rebuilding:
         return False
     try:
-        with store.index.read():
+        with store.index.read_session():
             pass
     except IndexGone:
         rebuild_in_background(store)
@@ -51,8 +51,8 @@ def behind(store: Store) -> str | None:
             store.index.created = False  # a new data folder: nothing to rebuild
             return None
         return "the index was missing, empty or of an unknown schema"
-    with store.index.read() as conn:
-        known = index.agent_ids(conn)
+    with store.index.read_session() as ix:
+        known = ix.agent_ids()
     for _folder, key in maintenance.canonical_agents(store):
         try:
             record = maintenance.read_record(store, key)
