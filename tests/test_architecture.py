@@ -284,3 +284,90 @@ def test_the_connection_check_sees_each_way_in(tmp_path: Path) -> None:
     )
     assert _raw_index_uses(clean) == []
 
+
+EDGE_ROOMS = {"http", "cli", "wire"}
+
+
+def _backend_uses(path: Path) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "backend"
+    ]
+
+
+def test_no_edge_reaches_the_backend() -> None:
+    """Edges parse, call a core function and render: the objects are the core's."""
+    offenders = {
+        module_name(p): lines
+        for p in MODULES
+        if room_of(module_name(p)) in EDGE_ROOMS and (lines := _backend_uses(p))
+    }
+    assert offenders == {}
+
+
+def test_the_backend_check_sees_an_attribute(tmp_path: Path) -> None:
+    edge = tmp_path / "edge.py"
+    edge.write_text("def f(store):\n    return Triggers(store.backend)\n")
+    assert _backend_uses(edge) == [2]
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """memfs module → the memfs modules it imports (lazy imports too), as dotted names."""
+    names = {"memfs." + module_name(p): p for p in MODULES if module_name(p) != "__init__"}
+
+    def module_of(imported: str) -> str | None:
+        # ``from memfs.derived.index import IndexGone`` imports the package's __init__
+        for name in (imported, imported.rpartition(".")[0]):
+            if name in names:
+                return name
+        return None
+
+    return {
+        name: {m for i in imports_of(path) if (m := module_of(i)) not in (None, name)}
+        for name, path in names.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return found
+
+
+def test_memfs_modules_import_each_other_without_a_cycle() -> None:
+    """Layers stack: a module never needs, even lazily, a module that needs it. (The
+    store reaches the healing above it through a hook, ``Store.on_index_replaced``.)"""
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

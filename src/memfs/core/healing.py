@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import secrets
@@ -76,6 +77,12 @@ def heal(store: Store, progress: Callable[[str], None] | None = None) -> None:
         for agent_id, file, why in result.damaged:
             note(f"memfs: agent {agent_id!r} is damaged ({file}: {why}); run 'memfs fsck'")
     store.sync()
+
+
+def watch(store: Store) -> None:
+    """Rebuild the index in the background whenever one of ``store``'s sessions finds
+    its file deleted or replaced (a serving process calls this once)."""
+    store.on_index_replaced = functools.partial(rebuild_in_background, store)
 
 
 def rebuild_in_background(store: Store) -> None:

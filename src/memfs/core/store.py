@@ -175,12 +175,14 @@ class Store:
         self._publisher: ThreadPoolExecutor | None = None
         # Called after each commit this Store makes (the server counts them for /metrics).
         self.on_commit: Callable[[], None] | None = None
+        # Called once per deleted or replaced index file a session finds: a server sets
+        # it to start the rebuild (memfs.core.healing.watch). A hook, not an import:
+        # healing rebuilds through maintenance, above the store, so the store can't call it.
+        self.on_index_replaced: Callable[[], None] | None = None
 
     def _index_replaced(self) -> None:
         """A thread found the index file replaced: check it against the log, once per
         file (every thread of the process reconnects, one by one)."""
-        from memfs.core import healing  # healing rebuilds through maintenance, above the store
-
         try:
             inode: int | None = os.stat(self.index.path).st_ino
         except FileNotFoundError:
@@ -188,7 +190,8 @@ class Store:
         if inode is not None and inode == self.healed_inode:
             return
         self.healed_inode = inode
-        healing.rebuild_in_background(self)
+        if self.on_index_replaced is not None:
+            self.on_index_replaced()
 
     def close(self) -> None:
         if self._publisher is not None:
