@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.core import cas
 from memfs.core.group_commit import GroupCommit
 from memfs.core.planner import Delete as Delete
 from memfs.core.planner import Move as Move
@@ -377,93 +378,113 @@ class Store:
         paths.agent_id(agent_id)
         ops = [_validated(op) for op in ops]
         self._refuse_symlinks(agent_id, ops)
-        for attempt in range(_RACE_RETRIES):
-            # The first attempt plans on the index's head without probing the log for
-            # entries past it (a crashed writer's, another node's): creating the next
-            # entry is that probe. An answer that writes nothing (a no-op or a refusal)
-            # is checked by looking, and judged again on the caught-up head if stale.
-            behind: int | None = None
-            # Set once this commit's log entry is durable and ours: from then on it is
-            # committed, whatever happens to the index (a full disk, say).
-            durable: CommitResult | None = None
-            try:
-                with self.index.write_session() as ix:
-                    row = _require_agent(ix, agent_id)
-                    if attempt:
-                        row = self._catch_up(ix, row)
-                    else:
-                        behind = row.revision
-                    states = _States(ix, agent_id, functools.partial(self._read_blob, ix, agent_id))
-                    plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
-                    if not plan.changes and agent_name is None:
-                        if behind is not None and self._has_entry(agent_id, behind + 1):
-                            raise _LostRace
-                        return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
-                    for change in plan.changes:
-                        if change.after is not None and change.content is None:
-                            key = layout.blob_key(agent_id, change.after)
-                            self.backend.put_if_absent(key, plan.contents[change.after])
-                    ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
-                    commit = Commit(
-                        agent_id=agent_id,
-                        revision=row.revision + 1,
-                        ts=ts,
-                        actor=actor,
-                        message=message,
-                        changes=tuple(plan.changes),
-                        agent_name=agent_name,
-                    )
-                    key = layout.log_key(agent_id, commit.revision)
-                    entry = commit.to_bytes()
-                    published = self._publish_entry(key, entry)
-                    # The tree is brought to the commit before the transaction commits
-                    # (published when the with ends; discarded on any error): a crash
-                    # after that commit but before the tree would leave a stale tree
-                    # that no catch-up repairs (the index would be up to date), and the
-                    # next writer of the path would take its file for a hand edit.
-                    with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
-                        try:
-                            ix.apply_commit(commit, ts, plan.contents, entry)
-                            tree.stage()  # new tree files are made meanwhile too
-                        finally:
-                            won = published.result()
-                            if won:
-                                durable = CommitResult(
-                                    commit.revision, commit, written_row(plan, commit, read_back))
-                        if not won:
-                            raise _LostRace
-                    if self.on_commit is not None:
-                        self.on_commit()
-                    row_after = written_row(plan, commit, read_back)
-                    if row_after is None:
-                        row_after = _read(ix, agent_id, read_back)
-                    return CommitResult(commit.revision, commit, row_after)
-            except _LostRace:
-                continue
-            except Damaged:
+        attempt = functools.partial(
+            self._commit_once, agent_id, ops, actor=actor, message=message,
+            agent_name=agent_name, read_back=read_back,
+        )
+        conflict = functools.partial(Conflict, "too many concurrent writers; try again")
+        return cas.retry_lost_races(attempt, tries=_RACE_RETRIES, conflict=conflict)
+
+    def _commit_once(
+        self,
+        agent_id: str,
+        ops: Sequence[Op],
+        attempt: int,
+        *,
+        actor: str,
+        message: str,
+        agent_name: str | None,
+        read_back: str | None,
+    ) -> CommitResult | cas.Lost:
+        """One attempt at committing ``ops`` (attempt 0 plans on the index's head):
+        ``cas.LOST`` when another writer took entry N + 1 first, or when an answer was
+        judged on a stale head."""
+        # The first attempt plans on the index's head without probing the log for
+        # entries past it (a crashed writer's, another node's): creating the next
+        # entry is that probe. An answer that writes nothing (a no-op or a refusal)
+        # is checked by looking, and judged again on the caught-up head if stale.
+        behind: int | None = None
+        # Set once this commit's log entry is durable and ours: from then on it is
+        # committed, whatever happens to the index (a full disk, say).
+        durable: CommitResult | None = None
+        try:
+            with self.index.write_session() as ix:
+                row = _require_agent(ix, agent_id)
+                if attempt:
+                    row = self._catch_up(ix, row)
+                else:
+                    behind = row.revision
+                content = functools.partial(self._read_blob, ix, agent_id)
+                states = _States(ix, agent_id, content)
+                plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
+                if not plan.changes and agent_name is None:
+                    if behind is not None and self._has_entry(agent_id, behind + 1):
+                        raise _LostRace
+                    return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
+                for change in plan.changes:
+                    if change.after is not None and change.content is None:
+                        key = layout.blob_key(agent_id, change.after)
+                        self.backend.put_if_absent(key, plan.contents[change.after])
+                ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+                commit = Commit(
+                    agent_id=agent_id,
+                    revision=row.revision + 1,
+                    ts=ts,
+                    actor=actor,
+                    message=message,
+                    changes=tuple(plan.changes),
+                    agent_name=agent_name,
+                )
+                key = layout.log_key(agent_id, commit.revision)
+                entry = commit.to_bytes()
+                published = self._publish_entry(key, entry)
+                # The tree is brought to the commit before the transaction commits
+                # (published when the with ends; discarded on any error): a crash
+                # after that commit but before the tree would leave a stale tree
+                # that no catch-up repairs (the index would be up to date), and the
+                # next writer of the path would take its file for a hand edit.
+                with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
+                    try:
+                        ix.apply_commit(commit, ts, plan.contents, entry)
+                        tree.stage()  # new tree files are made meanwhile too
+                    finally:
+                        won = published.result()
+                        if won:
+                            written = written_row(plan, commit, read_back)
+                            durable = CommitResult(commit.revision, commit, written)
+                    if not won:
+                        raise _LostRace
+                if self.on_commit is not None:
+                    self.on_commit()
+                row_after = written_row(plan, commit, read_back)
+                if row_after is None:
+                    row_after = _read(ix, agent_id, read_back)
+                return CommitResult(commit.revision, commit, row_after)
+        except _LostRace:
+            return cas.LOST
+        except Damaged:
+            raise
+        except Exception as exc:
+            if durable is not None:
+                # The log entry is the commit: acknowledge it. The index missed it
+                # and takes it from the log at the next write's catch-up.
+                log.warning(
+                    "r%d of %r is committed but not indexed (%s); the index catches up",
+                    durable.revision,
+                    agent_id,
+                    exc,
+                )
+                return durable
+            if not isinstance(exc, MemfsError):
                 raise
-            except Exception as exc:
-                if durable is not None:
-                    # The log entry is the commit: acknowledge it. The index missed it
-                    # and takes it from the log at the next write's catch-up.
-                    log.warning(
-                        "r%d of %r is committed but not indexed (%s); the index catches up",
-                        durable.revision,
-                        agent_id,
-                        exc,
-                    )
-                    return durable
-                if not isinstance(exc, MemfsError):
-                    raise
-                if behind is not None:
-                    if self._has_entry(agent_id, behind + 1):
-                        continue  # judged on a stale head: judge again after catching up
-                    raise  # judged on the head, and no catch-up was rolled back
-                # The refusal rolled back the catch-up it was judged after; apply it
-                # again so readers see the head that the refusal saw.
-                self.sync(agent_id)
-                raise
-        raise Conflict("too many concurrent writers; try again")
+            if behind is not None:
+                if self._has_entry(agent_id, behind + 1):
+                    return cas.LOST  # judged on a stale head: judge again, caught up
+                raise  # judged on the head, and no catch-up was rolled back
+            # The refusal rolled back the catch-up it was judged after; apply it
+            # again so readers see the head that the refusal saw.
+            self.sync(agent_id)
+            raise
 
     def _record(
         self,
