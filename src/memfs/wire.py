@@ -15,27 +15,33 @@ from memfs.core.store import Agent, Memory
 from memfs.domain.commits import Change, Commit, format_ts
 from memfs.domain.listing import listing_fields
 from memfs.domain.records import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
+from memfs.domain.shapes import AGENT, AGENT_COUNTED, COMMIT, MEMORY, MEMORY_WRITE, VERSION
 
 _OP_LETTER = {"created": "A", "modified": "M", "deleted": "D", "renamed": "R"}
 
 
 def agent_json(agent: Agent, *, memory_count: int | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "agentId": agent.agent_id,
-        "name": agent.name,
-        "memoryStoreId": agent.memory_store_id,
-        "createdAt": format_ts(agent.created_at),
-        "revision": agent.revision,
-    }
+    values = (
+        agent.agent_id,
+        agent.name,
+        agent.memory_store_id,
+        format_ts(agent.created_at),
+        agent.revision,
+    )
     if memory_count is not None:
-        out["memoryCount"] = memory_count
-    return out
+        return AGENT_COUNTED.build(*values, memory_count)
+    return AGENT.build(*values)
 
 
 def listing_json(row: MemoryRow) -> dict[str, Any]:
     return listing_fields(
         row.path, row.size, row.sha256, row.description, row.version, row.updated_at
     )
+
+
+def memory_write_json(row: MemoryRow, revision: int) -> dict[str, Any]:
+    """A PUT's answer: the listing fields and the commit's revision."""
+    return MEMORY_WRITE.build(*listing_json(row).values(), revision)
 
 
 def listing_page_body(page: ListingJson, total: int | None, next_cursor: str | None) -> bytes:
@@ -55,41 +61,35 @@ def dumps(value: object) -> str:
 
 
 def memory_json(memory: Memory) -> dict[str, Any]:
-    return {
-        "path": memory.path,
-        "content": memory.content.decode(),
-        "bytes": memory.size,
-        "contentSha256": memory.sha256,
-        "description": memory.description,
-        "metadata": memory.metadata,
-        "version": memory.version,
-        "createdAt": format_ts(memory.created_at),
-        "updatedAt": format_ts(memory.updated_at),
-    }
+    return MEMORY.build(
+        memory.path,
+        memory.content.decode(),
+        memory.size,
+        memory.sha256,
+        memory.description,
+        memory.metadata,
+        memory.version,
+        format_ts(memory.created_at),
+        format_ts(memory.updated_at),
+    )
 
 
 def version_json(row: VersionRow) -> dict[str, Any]:
-    return {
-        "version": row.version,
-        "operation": row.operation,
-        "contentSha256": row.sha256,
-        "bytes": row.size,
-        "revision": row.revision,
-        "validFrom": format_ts(row.valid_from),
-        "validTo": format_ts(row.valid_to) if row.valid_to is not None else None,
-        "actor": row.actor,
-        "message": row.message,
-    }
+    return VERSION.build(
+        row.version,
+        row.operation,
+        row.sha256,
+        row.size,
+        row.revision,
+        format_ts(row.valid_from),
+        format_ts(row.valid_to) if row.valid_to is not None else None,
+        row.actor,
+        row.message,
+    )
 
 
 def commit_json(row: CommitRow) -> dict[str, Any]:
-    return {
-        "revision": row.revision,
-        "timestamp": format_ts(row.ts),
-        "actor": row.actor,
-        "message": row.message,
-        "changes": row.changes,
-    }
+    return COMMIT.build(row.revision, format_ts(row.ts), row.actor, row.message, row.changes)
 
 
 def ls_lines(items: Iterable[MemoryRow | FolderEntry], *, long: bool) -> Iterable[str]:

@@ -1,4 +1,9 @@
-"""What the client returns: frozen dataclasses decoded from the API's JSON."""
+"""What the client returns: frozen dataclasses decoded from the API's JSON.
+
+Each result class that mirrors an object of the API is bound to that object's shape in
+``memfs.domain.shapes``, the definition the server builds it from: decoding reads the
+shape's keys, and binding checks at import that the class's fields are exactly them.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from typing import Any, NamedTuple, TypeVar, get_args, get_origin, get_type_hint
 import httpx
 
 from memfs.client.errors import UnexpectedResponseError
+from memfs.domain import shapes
+from memfs.domain.shapes import Shape
 
 Scalar = str | int | float | bool | None
 
@@ -206,6 +213,8 @@ def _camel(name: str) -> str:
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
+# Each bound class's fields, in order, with the JSON key each is read from.
+_KEYS: dict[type, dict[str, str]] = {}
 
 
 def _hints(cls: type) -> dict[str, Any]:
@@ -213,6 +222,28 @@ def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
         _HINTS[cls] = get_type_hints(cls)
     return _HINTS[cls]
+
+
+def _bind(cls: type, shape: Shape, *, given: tuple[str, ...] = ()) -> None:
+    """Decode ``cls`` from ``shape``'s keys; fields in ``given`` come from elsewhere
+    (the status code). Refuses, at import, a class whose fields drift from the shape."""
+    fields = [name for name in _hints(cls) if name not in given]
+    if [_camel(name) for name in fields] != list(shape.keys):
+        raise TypeError(f"{cls.__name__} does not match the {shape.name} shape {shape.keys}")
+    _KEYS[cls] = dict(zip(fields, shape.keys, strict=True))
+
+
+_bind(Key, shapes.KEY)
+_bind(CreatedKey, shapes.KEY_CREATED)
+_bind(Agent, shapes.AGENT)
+_bind(MemoryEntry, shapes.LISTING)
+_bind(MemoryWrite, shapes.MEMORY_WRITE, given=("created",))
+_bind(Memory, shapes.MEMORY)
+_bind(Version, shapes.VERSION)
+_bind(MemorySummary, shapes.SUMMARY)
+_bind(Trigger, shapes.TRIGGER_WITH_SECRET)  # the secret only when created or rotated
+_bind(Run, shapes.RUN)
+_bind(InspectPage, Shape("inspect", shapes.INSPECT_SECTIONS + shapes.INSPECT_TAIL.keys))
 
 
 def _bad(response: httpx.Response, message: str) -> UnexpectedResponseError:
@@ -226,10 +257,12 @@ def _decode(cls: type[T], value: object, response: httpx.Response, **given: obje
     if not isinstance(value, dict):
         raise _bad(response, f"{cls.__name__}: expected a JSON object")
     kwargs = dict(given)
+    keys = _KEYS.get(cls, {})
     for name, kind in _hints(cls).items():
         if name not in kwargs:
-            item = value.get(_camel(name), _ABSENT)
-            kwargs[name] = _convert(kind, item, response, f"{cls.__name__}.{_camel(name)}")
+            key = keys.get(name) or _camel(name)
+            item = value.get(key, _ABSENT)
+            kwargs[name] = _convert(kind, item, response, f"{cls.__name__}.{key}")
     return cls(**kwargs)
 
 

@@ -26,6 +26,7 @@ from memfs.derived.index.base import ReadSession
 from memfs.domain.chunking import Chunk, split_chunks
 from memfs.domain.commits import format_ts, now_us, parse_ts
 from memfs.domain.links import extract_links
+from memfs.domain.shapes import INSPECT_TAIL
 from memfs.errors import Damaged, InvalidRequest
 
 # listing → (default page size, maximum)
@@ -173,11 +174,9 @@ def inspect(
         if "log" in results:
             out["log"] = {"steps": results["log"]}
         out.update(
-            nextChunkToken=tokens["chunks"],
-            nextNodeToken=tokens["nodes"],
-            nextEdgeToken=tokens["edges"],
-            nextLogToken=tokens["log"],
-            readTimestamp=format_ts(pin),
+            INSPECT_TAIL.build(
+                tokens["chunks"], tokens["nodes"], tokens["edges"], tokens["log"], format_ts(pin)
+            )
         )
         return out
 

@@ -20,6 +20,7 @@ from memfs.canonical.backend import Backend, MissingObject
 from memfs.core.store import Store
 from memfs.domain import paths
 from memfs.domain.commits import format_ts, now_us
+from memfs.domain.shapes import KEY
 from memfs.errors import Conflict, InvalidRequest, NotFound
 
 SECRET_PREFIX = "mfs_"
@@ -38,12 +39,9 @@ class ApiKey:
     actor: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "keyId": self.key_id,
-            "scopes": list(self.scopes),
-            "description": self.description,
-            "createdAt": format_ts(self.created_at),
-        }
+        return KEY.build(
+            self.key_id, list(self.scopes), self.description, format_ts(self.created_at)
+        )
 
 
 def check_scopes(value: object, *, field: str = "scopes") -> tuple[str, ...]:

@@ -47,6 +47,7 @@ from memfs.derived import index
 from memfs.derived.index.base import ReadSession, WriteSession
 from memfs.domain import run_events
 from memfs.domain.commits import format_ts, now_us
+from memfs.domain.shapes import RUN
 from memfs.errors import Conflict, InvalidRequest, NotFound
 
 TERMINAL = ("succeeded", "failed")
@@ -77,22 +78,22 @@ class Run:
         def ts(v: int | None) -> str | None:
             return format_ts(v) if v is not None else None
 
-        return {
-            "id": self.run_id,
-            "agentId": self.agent_id,
-            "triggerId": self.trigger_id,
-            "webhookId": self.webhook_id,
-            "status": self.status,
-            "attempt": self.attempt,
-            "maxAttempts": self.max_attempts,
-            "nextRetryAt": ts(self.next_retry_at),
-            "createdAt": ts(self.created_at),
-            "startedAt": ts(self.started_at),
-            "finishedAt": ts(self.finished_at),
-            "exitCode": self.exit_code,
-            "output": self.output,
-            "error": self.error,
-        }
+        return RUN.build(
+            self.run_id,
+            self.agent_id,
+            self.trigger_id,
+            self.webhook_id,
+            self.status,
+            self.attempt,
+            self.max_attempts,
+            ts(self.next_retry_at),
+            ts(self.created_at),
+            ts(self.started_at),
+            ts(self.finished_at),
+            self.exit_code,
+            self.output,
+            self.error,
+        )
 
 
 def _prefix(agent_id: str) -> str:

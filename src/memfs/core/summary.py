@@ -12,6 +12,7 @@ from typing import Any
 from memfs.core.runs import Runs
 from memfs.core.store import Store
 from memfs.domain.commits import format_ts
+from memfs.domain.shapes import SUMMARY
 
 
 def summary(store: Store, agent_id: str) -> dict[str, Any]:
@@ -29,20 +30,20 @@ def summary(store: Store, agent_id: str) -> dict[str, Any]:
         state = "waiting"
     else:
         state = "idle"
-    return {
-        "agentId": agent.agent_id,
-        "agentName": agent.name,
-        "memoryStoreId": agent.memory_store_id,
-        "memoryCount": count,
-        "totalBytes": total,
-        "revision": agent.revision,
-        "state": state,
-        "pendingRunCount": pending,
-        "failedRunCount": by_status.get("failed", 0),
-        "lastUpdatedAt": format_ts(agent.last_ts) if agent.revision else None,
-        "lastCheckedAt": _ts(runs["last_finished"]),
-        "nextRetryAt": _ts(runs["next_retry"]),
-    }
+    return SUMMARY.build(
+        agent.agent_id,
+        agent.name,
+        agent.memory_store_id,
+        count,
+        total,
+        agent.revision,
+        state,
+        pending,
+        by_status.get("failed", 0),
+        format_ts(agent.last_ts) if agent.revision else None,
+        _ts(runs["last_finished"]),
+        _ts(runs["next_retry"]),
+    )
 
 
 def _ts(value: int | None) -> str | None:

@@ -20,6 +20,7 @@ from memfs.core import cas
 from memfs.core.store import Store
 from memfs.domain import paths
 from memfs.domain.commits import format_ts, now_us, parse_ts
+from memfs.domain.shapes import TRIGGER, TRIGGER_WITH_SECRET
 from memfs.domain.webhook_verify import generate_secret, parse_secret
 from memfs.errors import Conflict, Forbidden, InvalidRequest, NotFound
 
@@ -52,18 +53,18 @@ class Trigger:
     updated_at: int
 
     def to_json(self, *, with_secret: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "agentId": self.agent_id,
-            "triggerId": self.trigger_id,
-            "prompt": self.prompt,
-            "action": self.action,
-            "maxAttempts": self.max_attempts,
-            "createdAt": format_ts(self.created_at),
-            "updatedAt": format_ts(self.updated_at),
-        }
+        values = (
+            self.agent_id,
+            self.trigger_id,
+            self.prompt,
+            self.action,
+            self.max_attempts,
+            format_ts(self.created_at),
+            format_ts(self.updated_at),
+        )
         if with_secret:
-            out["secret"] = self.secrets[0].value
-        return out
+            return TRIGGER_WITH_SECRET.build(*values, self.secrets[0].value)
+        return TRIGGER.build(*values)
 
     def live_secrets(self, now: int) -> list[str]:
         return [s.value for s in self.secrets if s.expires_at is None or s.expires_at > now]

@@ -9,16 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from memfs.domain.commits import format_ts
+from memfs.domain.shapes import LISTING
 
 
 def listing_fields(
     path: str, size: int, sha256: str, description: str | None, version: int, updated_at: int
 ) -> dict[str, Any]:
-    return {
-        "path": path,
-        "bytes": size,
-        "contentSha256": sha256,
-        "description": description,
-        "version": version,
-        "updatedAt": format_ts(updated_at),
-    }
+    return LISTING.build(path, size, sha256, description, version, format_ts(updated_at))

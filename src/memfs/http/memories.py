@@ -146,7 +146,7 @@ async def put_memory(ctx: Ctx) -> Response:
             message=message,
         )
     )
-    body = {**wire.listing_json(result.memory), "revision": result.revision}
+    body = wire.memory_write_json(result.memory, result.revision)
     return JSONResponse(
         body,
         status_code=201 if result.created else 200,
