@@ -14,6 +14,8 @@ suite by subclassing and saying how to open one on a file::
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +154,126 @@ class IndexContract:
             assert live_b is None
         finally:
             opened.close()
+
+    # Bytewise order: "-" (0x2d) < "/" (0x2f) < "0" (0x30), uppercase before lowercase,
+    # and non-ASCII after ASCII. A linguistic collation orders these differently.
+    BYTEWISE = (
+        "/memories/B.md",
+        "/memories/a-c.md",
+        "/memories/a/b.md",
+        "/memories/a/é.md",
+        "/memories/a0.md",
+        "/memories/z.md",
+        "/memories/é.md",
+        "/memories/日本.md",
+    )
+
+    def _load(self, opened: Index, paths: tuple[str, ...]) -> None:
+        with opened.write_session() as s:
+            s.put_agent(AGENT, "Alice", "store-1", 5)
+            for revision, name in enumerate(reversed(paths), start=1):
+                commit, contents = _commit(revision, name, f"# {revision}\n".encode(), ts=revision)
+                s.apply_commit(commit, revision, contents, commit.to_bytes())
+
+    def test_listings_page_in_bytewise_path_order(self, path: Path) -> None:
+        opened = self.open_index(path)
+        try:
+            self._load(opened, self.BYTEWISE)
+            expected = sorted(self.BYTEWISE, key=lambda p: p.encode())
+            assert list(self.BYTEWISE) == expected
+            with opened.read_session() as s:
+                page, more = s.list_memories(
+                    AGENT, "/memories", after=None, limit=100, depth_one=False
+                )
+                assert [m.path for m in page] == expected and not more
+                seen: list[str] = []
+                after: str | None = None
+                while True:  # one entry per page: every keyset cursor lands where it should
+                    one, more = s.list_memories(
+                        AGENT, "/memories", after=after, limit=1, depth_one=False
+                    )
+                    seen += [m.path for m in one]
+                    if not more:
+                        break
+                    after = one[-1].path
+                assert seen == expected
+                json_page = s.list_memories_json(
+                    AGENT, "/memories", after=None, limit=3, depth_one=False
+                )
+                assert json_page.last == expected[2] and json_page.more
+                top, more = s.list_memories(
+                    AGENT, "/memories", after=None, limit=100, depth_one=True
+                )
+                assert [m.path for m in top] == [
+                    "/memories/B.md",
+                    "/memories/a-c.md",
+                    "/memories/a",
+                    "/memories/a0.md",
+                    "/memories/z.md",
+                    "/memories/é.md",
+                    "/memories/日本.md",
+                ]
+                assert type(top[2]).__name__ == "FolderEntry" and not more
+                rest, _ = s.list_memories(
+                    AGENT, "/memories", after="/memories/a/", limit=100, depth_one=True
+                )
+                assert [m.path for m in rest] == [p.path for p in top[3:]]
+                assert s.count_memories(AGENT, "/memories", depth_one=True) == 7
+                assert s.count_memories(AGENT, "/memories/a", depth_one=False) == 2
+                assert s.is_folder(AGENT, "/memories/a") and not s.is_folder(AGENT, "/memories/a-c")
+                agents = s.agents("", None, 10)
+            assert [a.agent_id for a in agents] == [AGENT]
+        finally:
+            opened.close()
+
+    def test_two_instances_on_one_index_keep_the_as_of_rule(self, path: Path) -> None:
+        """Two servers (instances) on one index: a commit stamped by one after the other
+        read the clock never shows in a walk pinned at that reading, and a writer of
+        one instance waits for the other's write transaction and stamps after it."""
+        node_a = self.open_index(path)
+        node_b = self.open_index(path)
+        try:
+            with node_a.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+            stamped = threading.Event()
+            release = threading.Event()
+            stamps: dict[str, int] = {}
+
+            def commit_on(node: Index, name: str, revision: int, *, hold: bool) -> None:
+                with node.write_session() as s:
+                    at = max(time.time_ns() // 1000, s.clock() + 1)
+                    commit, contents = _commit(revision, f"/memories/{name}.md", b"x\n", ts=at)
+                    s.apply_commit(commit, at, contents, commit.to_bytes())
+                    stamps[name] = at
+                    if hold:
+                        stamped.set()
+                        assert release.wait(60)
+
+            writer_b = threading.Thread(
+                target=commit_on, args=(node_b, "b", 1), kwargs={"hold": True}
+            )
+            writer_b.start()
+            assert stamped.wait(60)
+            # B's commit is stamped but not yet committed: A's reading precedes it.
+            with node_a.read_session() as r:
+                pin = r.clock()
+            assert pin < stamps["b"]
+            writer_a = threading.Thread(
+                target=commit_on, args=(node_a, "a", 2), kwargs={"hold": False}
+            )
+            writer_a.start()
+            release.set()
+            writer_b.join(60)
+            writer_a.join(60)
+            assert not writer_a.is_alive() and not writer_b.is_alive()
+            assert stamps["a"] > stamps["b"]  # A waited for B's transaction, then stamped
+            for node in (node_a, node_b):
+                with node.read_session() as r:
+                    pinned = r.version_rows(("", "", 0), AGENT + "\x00", pin, 10)
+                    now = r.version_rows(("", "", 0), AGENT + "\x00", r.clock(), 10)
+                    assert r.clock() >= stamps["a"]  # each node reads the other's writes
+                assert pinned == []
+                assert [r[1] for r in now] == ["/memories/a.md", "/memories/b.md"]
+        finally:
+            node_a.close()
+            node_b.close()
