@@ -14,6 +14,7 @@ suite by subclassing and saying how to open one on a file::
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 from pathlib import Path
@@ -277,3 +278,192 @@ class IndexContract:
         finally:
             node_a.close()
             node_b.close()
+
+    def test_every_query_answers_the_same_on_every_engine(self, path: Path) -> None:
+        """Metadata filters and totals, versions and history, runs and their steps, the
+        scope walkers, damage, savepoints and erasing one agent: what each answers."""
+        opened = self.open_index(path)
+        other = AGENT + "/helper"
+        try:
+            with opened.write_session() as s:
+                for agent_id in (AGENT, other):
+                    s.put_agent(agent_id, agent_id.title(), "store-1", 5)
+                data = b"---\nkind: note\n---\n"
+                sha = hashlib.sha256(data).hexdigest()
+                tagged = Change(
+                    "/memories/t.md",
+                    CREATED,
+                    1,
+                    None,
+                    sha,
+                    len(data),
+                    content=data.decode(),
+                    description="d",
+                    metadata={"kind": "note", "n": 2},
+                )
+                first = Commit(AGENT, 1, 1_000, "tester", "one", (tagged,))
+                s.apply_commit(first, 1_000, {sha: data}, first.to_bytes())
+                second, more = _commit(2, "/memories/u.md", b"u\n", ts=2_000)
+                s.apply_commit(second, 2_000, more, second.to_bytes())
+                newer = b"---\nkind: idea\n---\n"
+                nsha = hashlib.sha256(newer).hexdigest()
+                update = Change(
+                    "/memories/t.md",
+                    "updated",
+                    2,
+                    sha,
+                    nsha,
+                    len(newer),
+                    content=newer.decode(),
+                    metadata={"kind": "idea"},
+                )
+                third = Commit(AGENT, 3, 3_000, "tester", "three", (update,))
+                s.apply_commit(third, 3_000, {nsha: newer}, third.to_bytes())
+                helper, helper_contents = _commit(1, "/memories/h.md", b"h\n", ts=2_500)
+                helper = Commit(other, 1, 2_500, "tester", "h", helper.changes)
+                s.apply_commit(helper, 2_500, helper_contents, helper.to_bytes())
+                run = [
+                    AGENT,
+                    "r1",
+                    "t1",
+                    "w1",
+                    "delayed",
+                    1,
+                    3,
+                    500,
+                    100,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    1,
+                    "k1",
+                ]
+                s.put_run(run)
+                s.put_run(
+                    [
+                        AGENT,
+                        "r2",
+                        "t1",
+                        "w2",
+                        "succeeded",
+                        1,
+                        3,
+                        None,
+                        200,
+                        210,
+                        220,
+                        0,
+                        "out",
+                        None,
+                        2,
+                        "k2",
+                    ]
+                )
+                s.add_run_step(AGENT, "r1", 1, 100, 1_500, "created", 0, "{}")
+                s.add_run_step(AGENT, "r1", 1, 100, 9_999, "created", 0, "{}")  # kept once
+                s.mark_damaged(other, "log/x", "bad")
+                s.savepoint("sp")
+                s.put_agent("zed", "Zed", "store-1", 5)
+                s.rollback_to("sp")
+                s.release("sp")
+            with opened.read_session() as r:
+                assert r.agent("zed") is None
+                assert r.agent_ids() == {AGENT, other}
+                assert sorted(r.agent_heads()) == [(AGENT, 3), (other, 1)]
+                assert r.agent_stats(AGENT) == (2, len(newer) + 2)
+                kinds = r.list_memories(
+                    AGENT, "", after=None, limit=10, depth_one=False, filters=[("kind", "idea")]
+                )[0]
+                assert [m.path for m in kinds] == ["/memories/t.md"]
+                assert r.count_memories(AGENT, "", depth_one=False, filters=[("kind", "note")]) == 0
+                assert r.count_memories(AGENT, "", depth_one=False) == 2
+                assert r.count_memories(AGENT, "", depth_one=True) == 1  # the folder /memories
+                t = r.memory(AGENT, "/memories/t.md")
+                assert t is not None and (t.version, t.created_at, t.updated_at) == (
+                    2,
+                    1_000,
+                    3_000,
+                )
+                assert t.metadata == {"kind": "idea"}
+                assert [v.version for v in r.versions(AGENT, "/memories/t.md", 0, 10)] == [1, 2]
+                v1 = r.version(AGENT, "/memories/t.md", 1)
+                assert v1 is not None and (v1.valid_to, v1.description, v1.message) == (
+                    3_000,
+                    "d",
+                    "one",
+                )
+                assert v1.metadata == {"kind": "note", "n": 2}
+                assert r.last_version(AGENT, "/memories/t.md") == 2
+                history = r.commits(AGENT, before=None, limit=10, path="/memories/t.md")
+                assert [c.revision for c in history] == [3, 1]
+                assert [c.revision for c in r.commits(AGENT, before=3, limit=10)] == [2, 1]
+                assert "content" not in json.dumps(history[0].changes)
+                entry = r.commit_entry(AGENT, 3)
+                assert entry is not None and entry[:3] == (3_000, "tester", "three")
+                assert sorted(r.commit_revisions(AGENT)) == [1, 2, 3]
+                assert r.first_revision_with(AGENT, nsha) == 3
+                assert r.has_version_larger_than(AGENT, sha, 1)
+                assert not r.has_version_larger_than(AGENT, sha, len(data))
+                assert r.blob(AGENT, nsha) == newer and r.blob(other, nsha) is None
+                assert sorted(sha for sha, _ in r.cached_blobs(AGENT)) == sorted(
+                    [sha, nsha, second.changes[0].after or ""]
+                )
+                assert r.live_paths(AGENT, ["/memories/t.md", "/memories/x.md"]) == {
+                    "/memories/t.md"
+                }
+                assert sorted(r.live_contents(AGENT)) == sorted(
+                    [("/memories/t.md", nsha), ("/memories/u.md", second.changes[0].after or "")]
+                )
+                assert r.ever_written(AGENT) and not r.ever_written("zed")
+                assert r.damage(other) == ("log/x", "bad") and r.damage(AGENT) is None
+                assert r.damaged_agents() == [(other, "log/x", "bad")]
+                assert r.runs_by_status() == {"delayed": 1, "succeeded": 1}
+                row = r.run_row(AGENT, "r1")
+                assert row is not None and list(row) == run
+                assert [x[1] for x in r.due_run_rows(499, 10)] == []
+                assert [x[1] for x in r.due_run_rows(500, 10)] == ["r1"]
+                page = r.run_rows(AGENT, trigger_id="t1", status=None, after=(100, "r1"), limit=5)
+                assert [x[1] for x in page] == ["r2"]
+                counts = r.run_counts(AGENT)
+                assert counts == {
+                    "by_status": {"delayed": 1, "succeeded": 1},
+                    "last_finished": 220,
+                    "next_retry": 500,
+                }
+                assert r.finished_deliveries(300) == [(AGENT, "r2", "k2")]
+                steps = r.step_rows("agent", AGENT, (-1, "", -1), 2_000, 10, commits=False)
+                assert [(x[0], x[3], x[4], x[9]) for x in steps] == [(1_500, "r1", 1, "created")]
+                scope = r.step_rows("scope", AGENT, (-1, "", -1), 10_000, 10, commits=True)
+                assert [(x[1], x[4]) for x in scope] == [
+                    (AGENT, 1),
+                    (AGENT, 2),
+                    (other, 1),
+                    (AGENT, 3),
+                ]
+                assert r.live_version_at(AGENT, "/memories/t.md", 2_999) == 1
+                assert r.live_version_at(AGENT, "/memories/t.md", 3_000) == 2
+                every = r.version_rows(("", "", 0), AGENT + "0", 10_000, 10)
+                assert [(x[0], x[1], x[2]) for x in every] == [
+                    (AGENT, "/memories/t.md", 1),
+                    (AGENT, "/memories/t.md", 2),
+                    (AGENT, "/memories/u.md", 1),
+                    (other, "/memories/h.md", 1),
+                ]
+                assert [a.agent_id for a in r.agents(AGENT, AGENT, 10)] == [other]
+            with opened.write_session() as s:
+                s.forget_delivery(AGENT, "r2")
+                s.drop_agent(other)
+                s.clear_damage(AGENT)
+            with opened.read_session() as r:
+                assert r.finished_deliveries(300) == []
+                assert r.agent_ids() == {AGENT} and r.damaged_agents() == []
+                assert r.version_rows(("", "", 0), AGENT + "0", 10_000, 10)[-1][0] == AGENT
+            with opened.write_session() as s:
+                s.clear_tables(["runs", "run_steps"])
+            with opened.read_session() as r:
+                assert r.runs_by_status() == {} and r.agent(AGENT) is not None
+            opened.checkpoint()
+        finally:
+            opened.close()
