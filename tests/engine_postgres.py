@@ -64,6 +64,7 @@ class PostgresServer:
     port: int
     process: subprocess.Popen[bytes]
     log: Path
+    binaries: Path
     _names: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def url(self, database: str = "postgres") -> str:
@@ -84,10 +85,11 @@ class PostgresServer:
                 conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
-    def stop(self) -> None:
-        """Fast shutdown (SIGINT) of the postmaster this module started, then SIGKILL."""
+    def stop(self, how: signal.Signals = signal.SIGINT) -> None:
+        """Shut down the postmaster this module started (SIGINT: fast, SIGQUIT:
+        immediate), then SIGKILL it if it is still there after 30 s."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.process.send_signal(how)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -136,12 +138,19 @@ def start_postgres() -> PostgresServer:
     if initdb.returncode != 0:
         pytest.fail(f"initdb failed: {initdb.stderr.decode(errors='replace')[-2000:]}")
     port = _free_port()
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
+    server = PostgresServer(folder, port, _spawn(binaries, folder, port), log, binaries)
+    wait_ready(server)
+    return server
+
+
+def _spawn(binaries: Path, folder: Path, port: int) -> subprocess.Popen[bytes]:
+    """The postmaster on ``folder``'s cluster and ``port``, run as nobody under root."""
+    with open(folder / "postgres.log", "ab") as out:
+        return subprocess.Popen(
             [
                 str(binaries / "postgres"),
                 "-D",
-                str(data),
+                str(folder / "data"),
                 "-p",
                 str(port),
                 "-c",
@@ -160,23 +169,39 @@ def start_postgres() -> PostgresServer:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=folder,
-            **user,  # type: ignore[arg-type]
+            **_as_user(),  # type: ignore[arg-type]
         )
-    server = PostgresServer(folder, port, process, log)
-    deadline = time.monotonic() + START_TIMEOUT
+
+
+def restart(server: PostgresServer) -> None:
+    """Start the stopped ``server`` again on its cluster and port."""
+    server.process = _spawn(server.binaries, server.folder, server.port)
+    wait_ready(server)
+
+
+def wait_ready(server: PostgresServer) -> None:
+    """Wait until the server accepts connections; fails with its log if it exits."""
     import psycopg
 
+    deadline = time.monotonic() + START_TIMEOUT
     while True:
-        if process.poll() is not None:
-            pytest.fail(f"postgres exited at start: {log.read_text(errors='replace')[-2000:]}")
+        if server.process.poll() is not None:
+            log = server.log.read_text(errors="replace")[-2000:]
+            pytest.fail(f"postgres exited at start: {log}")
         try:
             with psycopg.connect(server.url(), connect_timeout=2):
-                return server
+                return
         except psycopg.OperationalError:
             if time.monotonic() > deadline:
                 server.stop()
                 pytest.fail(f"postgres did not accept connections within {START_TIMEOUT}s")
             time.sleep(0.1)
+
+
+def dispose(server: PostgresServer) -> None:
+    server.stop(signal.SIGQUIT)  # the cluster is thrown away: no shutdown checkpoint
+    with contextlib.suppress(OSError):
+        shutil.rmtree(server.folder)
 
 
 @pytest.fixture(scope="session")
@@ -185,9 +210,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         yield server
     finally:
-        server.stop()
-        with contextlib.suppress(OSError):
-            shutil.rmtree(server.folder)
+        dispose(server)
 
 
 @pytest.fixture

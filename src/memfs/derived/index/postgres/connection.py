@@ -16,8 +16,8 @@ queries, as SQLite's deferred transaction gives.
 
 PostgreSQL unreachable (refused, reset, timed out, restarting) is ``Unavailable``:
 503 and retryable at the edges. A pooled connection found dead when a session starts
-is dropped and another (or a new one) taken, so service resumes by itself once the
-database is back.
+is dropped with the other idle ones and a new one made (``pool.py``), so service
+resumes by itself, on the first request, once the database is back.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import Connection
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from memfs.derived.index.postgres import schema
+from memfs.derived.index.postgres.pool import Pool
 from memfs.derived.index.postgres.reads import PgRead
 from memfs.derived.index.postgres.writes import PgWrite
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
@@ -81,24 +81,8 @@ class PostgresIndex:
         self.url = url
         self.created = False
         self.on_reopen = None  # the SQLite index's file watch has no counterpart here
-        self._size = pool_size
         self._migrate()
-        self._pool: ConnectionPool[Connection[tuple[Any, ...]]] = ConnectionPool(
-            url,
-            min_size=1,
-            max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT},
-            timeout=POOL_WAIT,
-            open=False,
-            name="memfs-index",
-        )
-        try:
-            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT * 2)
-        except PoolTimeout:
-            self._pool.close()
-            raise IndexUnreachable(
-                f"PostgreSQL index {redacted(url)}: no connection within {CONNECT_TIMEOUT * 2}s"
-            ) from None
+        self._pool = Pool(url, size=pool_size, connect_timeout=CONNECT_TIMEOUT, wait=POOL_WAIT)
 
     def _migrate(self) -> None:
         """Create or upgrade the tables, under the write lock (one node at a time: a
@@ -154,25 +138,23 @@ class PostgresIndex:
             ) from None
 
     def _start(self, begin: str) -> Connection[tuple[Any, ...]]:
-        """A pooled connection with ``begin`` run on it: a connection that died while
-        idle in the pool (a database restart) is dropped and the next one tried."""
-        failure: psycopg.OperationalError | None = None
-        for _ in range(self._size + 1):
-            try:
-                conn = self._pool.getconn()
-            except (PoolTimeout, PoolClosed) as exc:
-                raise IndexUnreachable(
-                    f"the PostgreSQL index is unavailable ({_reason(exc)}); retry shortly"
-                ) from None
-            try:
-                conn.execute(begin)
-            except psycopg.OperationalError as exc:
-                failure = exc
-                self._pool.putconn(conn)  # a broken connection is discarded by the pool
-                continue
+        """A pooled connection with ``begin`` run on it. A connection found dead (the
+        database restarted or went away while it sat idle) is dropped with every other
+        idle one, and a new connection is made: its failure is the answer."""
+        conn = self._pool.getconn()
+        try:
+            conn.execute(begin)
             return conn
-        assert failure is not None
-        raise failure
+        except psycopg.OperationalError:
+            self._pool.putconn(conn)
+            self._pool.drop_idle()
+        conn = self._pool.getconn()  # a fresh connection: nothing idle is left
+        try:
+            conn.execute(begin)
+        except BaseException:
+            self._pool.putconn(conn)
+            raise
+        return conn
 
     @contextmanager
     def read_session(self) -> Iterator[PgRead]:
@@ -188,10 +170,13 @@ class PostgresIndex:
         """Reclaim the space of deleted rows (after an erase): VACUUM each table, so the
         erased rows' tuples are made reusable now rather than at autovacuum's next pass."""
         try:
-            with self._pool.connection() as conn:
+            conn = self._pool.getconn()
+            try:
                 for table in DERIVED_TABLES:
                     conn.execute(f"VACUUM {table}")
-        except (psycopg.OperationalError, PoolTimeout) as exc:
+            finally:
+                self._pool.putconn(conn)
+        except psycopg.OperationalError as exc:
             raise IndexUnreachable(
                 f"the PostgreSQL index is unavailable ({_reason(exc)}); retry shortly"
             ) from None
