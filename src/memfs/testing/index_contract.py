@@ -467,3 +467,73 @@ class IndexContract:
             opened.checkpoint()
         finally:
             opened.close()
+
+    def test_text_with_nul_and_control_characters_is_kept_exactly(self, path: Path) -> None:
+        """The log may hold NUL in a description, metadata, a commit message or a run's
+        output (the memory tool's lenient writes, YAML's "\\0"): the index keeps each
+        exactly, and filters match it."""
+        opened = self.open_index(path)
+        odd = "a\x00b \x01lead"
+        lead = "\x01starts with the marker"
+        try:
+            data = b"x\n"
+            sha = hashlib.sha256(data).hexdigest()
+            change = Change(
+                "/memories/n.md",
+                CREATED,
+                1,
+                None,
+                sha,
+                len(data),
+                content=data.decode(),
+                description=odd,
+                metadata={"k\x00": lead, "plain": odd},
+            )
+            commit = Commit(AGENT, 1, 1_000, "act\x00or", odd, (change,), agent_name=lead)
+            with opened.write_session() as s:
+                s.put_agent(AGENT, odd, "store-1", 5)
+                s.apply_commit(commit, 1_000, {sha: data}, commit.to_bytes())
+                s.put_run(
+                    [
+                        AGENT,
+                        "r1",
+                        "t1",
+                        "w1",
+                        "failed",
+                        1,
+                        1,
+                        None,
+                        100,
+                        101,
+                        102,
+                        1,
+                        odd,
+                        lead,
+                        1,
+                        None,
+                    ]
+                )
+                s.add_run_step(AGENT, "r1", 1, 100, 1_000, "finished", 1, odd)
+                s.mark_damaged(AGENT, odd, lead)
+            with opened.read_session() as r:
+                m = r.memory(AGENT, "/memories/n.md")
+                assert m is not None and m.description == odd
+                assert m.metadata == {"k\x00": lead, "plain": odd}
+                found = r.list_memories(
+                    AGENT, "", after=None, limit=5, depth_one=False, filters=[("plain", odd)]
+                )[0]
+                assert [x.path for x in found] == ["/memories/n.md"]
+                assert r.count_memories(AGENT, "", depth_one=False, filters=[("k\x00", lead)]) == 1
+                row = r.commits(AGENT, before=None, limit=1)[0]
+                assert (row.actor, row.message) == ("act\x00or", odd)
+                agent = r.agent(AGENT)
+                assert agent is not None and agent.name == lead
+                run = r.run_row(AGENT, "r1")
+                assert run is not None and (run[12], run[13]) == (odd, lead)
+                steps = r.step_rows("agent", AGENT, (-1, "", -1), 1_000, 5, commits=False)
+                assert steps[0][8] == odd
+                assert r.damage(AGENT) == (odd, lead)
+                assert [x[5] for x in r.live_rows(AGENT)] == [1_000]
+                assert r.live_rows(AGENT)[0][3] == odd
+        finally:
+            opened.close()

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, Cursor
 
 from memfs.derived.index.rows import (
     _AFTER_SLASH,
@@ -45,6 +45,36 @@ _FILTER = (
 _JUMP_BATCH = 64
 
 
+# PostgreSQL text holds no NUL, which a memory's description, metadata, a commit
+# message or a run's output may contain (the log keeps them). Such a value is stored as
+# _MARK + its JSON string (which escapes NUL and _MARK), and so is one that starts with
+# _MARK, so decoding is exact; other values, and so every path and id, which can't hold
+# control characters, are stored as they are and compare as they are.
+_MARK = "\x01"
+
+
+def encode_text(value: Any) -> Any:
+    """A parameter as stored (strings with NUL or a leading _MARK wrapped; lists too)."""
+    if isinstance(value, str):
+        if "\x00" in value or value.startswith(_MARK):
+            return _MARK + json.dumps(value)
+        return value
+    if isinstance(value, list):
+        return [encode_text(v) for v in value]
+    return value
+
+
+def decode_row(row: Row) -> Row:
+    """A result row with its wrapped strings unwrapped."""
+    for cell in row:
+        if isinstance(cell, str) and cell.startswith(_MARK):
+            return tuple(
+                json.loads(v[1:]) if isinstance(v, str) and v.startswith(_MARK) else v
+                for v in row
+            )
+    return row
+
+
 def _below(bound: str) -> tuple[str, str]:
     """(operator, value) equal to ``< bound`` for NUL-free keys: ``< p + "\\x00" + r``
     holds exactly for the keys ``<= p``."""
@@ -59,11 +89,15 @@ class PgRead:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Row]:
+        return self.conn.execute(sql, [encode_text(p) for p in params])
+
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return self.conn.execute(sql, params).fetchall()
+        return [decode_row(r) for r in self._run(sql, params).fetchall()]
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        return self.conn.execute(sql, params).fetchone()
+        row = self._run(sql, params).fetchone()
+        return None if row is None else decode_row(row)
 
     # --- agents -----------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from memfs.derived.index.postgres.reads import PgRead
+from memfs.derived.index.postgres.reads import PgRead, encode_text
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
 from memfs.derived.index.schema import DERIVED_TABLES
@@ -43,7 +43,7 @@ class PgWrite(PgRead):
     ) -> bool:
         """Record ``commit`` (idempotent: False if its revision is already there)."""
         agent = commit.agent_id
-        inserted = self.conn.execute(
+        inserted = self._run(
             "INSERT INTO commits VALUES(%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
             (
                 agent,
@@ -59,14 +59,14 @@ class PgWrite(PgRead):
             return False
         for change in commit.changes:
             if change.version > 1:
-                self.conn.execute(
+                self._run(
                     "UPDATE versions SET valid_to=%s, visible_to=%s"
                     " WHERE agent_id=%s AND path=%s AND version=%s",
                     (commit.ts, visible_at, agent, change.path, change.version - 1),
                 )
             description, metadata = change.description, change.metadata
             meta_json = _dumps(metadata)
-            self.conn.execute(
+            self._run(
                 "INSERT INTO versions VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,NULL,%s,NULL)",
                 (
                     agent,
@@ -83,15 +83,15 @@ class PgWrite(PgRead):
                 ),
             )
             if change.before is not None:
-                self.conn.execute(
+                self._run(
                     "DELETE FROM memory_meta WHERE agent_id=%s AND path=%s", (agent, change.path)
                 )
             if change.after is None:
-                self.conn.execute(
+                self._run(
                     "DELETE FROM memories WHERE agent_id=%s AND path=%s", (agent, change.path)
                 )
                 continue
-            self.conn.execute(  # an update keeps the memory's created_at
+            self._run(  # an update keeps the memory's created_at
                 "INSERT INTO memories VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
                 " ON CONFLICT(agent_id, path) DO UPDATE SET version=excluded.version,"
                 " sha256=excluded.sha256, bytes=excluded.bytes,"
@@ -122,14 +122,17 @@ class PgWrite(PgRead):
                     cur.executemany(
                         "INSERT INTO memory_meta VALUES(%s,%s,%s,%s) ON CONFLICT(agent_id, path,"
                         " key) DO UPDATE SET value=excluded.value",
-                        [(agent, change.path, k, metadata_text(v)) for k, v in metadata.items()],
+                        [
+                            (agent, change.path, encode_text(k), encode_text(metadata_text(v)))
+                            for k, v in metadata.items()
+                        ],
                     )
             if change.after in contents:
-                self.conn.execute(
+                self._run(
                     "INSERT INTO blobs VALUES(%s,%s,%s) ON CONFLICT DO NOTHING",
                     (agent, change.after, contents[change.after]),
                 )
-        self.conn.execute(
+        self._run(
             "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
             " name=COALESCE(%s, name) WHERE agent_id=%s",
             (commit.revision, commit.ts, commit.agent_name, agent),
@@ -172,28 +175,28 @@ class PgWrite(PgRead):
         return count
 
     def clear_damage(self, agent_id: str) -> None:
-        self.conn.execute("DELETE FROM damage WHERE agent_id=%s", (agent_id,))
+        self._run("DELETE FROM damage WHERE agent_id=%s", (agent_id,))
 
     def clear_tables(self, tables: Iterable[str]) -> None:
         for table in tables:
             if table not in DERIVED_TABLES:
                 raise ValueError(f"not an index table: {table!r}")
-            self.conn.execute(f"DELETE FROM {table}")
+            self._run(f"DELETE FROM {table}")
 
     def drop_agent(self, agent_id: str, *, runs: bool = True) -> None:
         for table in DERIVED_TABLES:
             if runs or table not in ("runs", "run_steps"):
-                self.conn.execute(f"DELETE FROM {table} WHERE agent_id=%s", (agent_id,))
+                self._run(f"DELETE FROM {table} WHERE agent_id=%s", (agent_id,))
 
     def mark_damaged(self, agent_id: str, file: str, reason: str) -> None:
-        self.conn.execute(
+        self._run(
             "INSERT INTO damage VALUES(%s,%s,%s) ON CONFLICT(agent_id) DO UPDATE"
             " SET file=excluded.file, reason=excluded.reason",
             (agent_id, file, reason),
         )
 
     def put_agent(self, agent_id: str, name: str, store_id: str, created_at: int) -> None:
-        self.conn.execute(
+        self._run(
             "INSERT INTO agents(agent_id, name, store_id, created_at) VALUES(%s,%s,%s,%s)"
             " ON CONFLICT DO NOTHING",
             (agent_id, name, store_id, created_at),
@@ -204,19 +207,19 @@ class PgWrite(PgRead):
         updated inside this transaction, which holds the write lock: every node's
         commit reads the clock and raises it under that lock, so one stamped after a
         reader saw the clock always gets a later ``visible_at`` (see connection.py)."""
-        self.conn.execute("UPDATE meta SET value=GREATEST(value, %s) WHERE key='clock'", (at,))
+        self._run("UPDATE meta SET value=GREATEST(value, %s) WHERE key='clock'", (at,))
 
     def savepoint(self, name: str) -> None:
-        self.conn.execute(f'SAVEPOINT "{_name(name)}"')
+        self._run(f'SAVEPOINT "{_name(name)}"')
 
     def rollback_to(self, name: str) -> None:
-        self.conn.execute(f'ROLLBACK TO SAVEPOINT "{_name(name)}"')
+        self._run(f'ROLLBACK TO SAVEPOINT "{_name(name)}"')
 
     def release(self, name: str) -> None:
-        self.conn.execute(f'RELEASE SAVEPOINT "{_name(name)}"')
+        self._run(f'RELEASE SAVEPOINT "{_name(name)}"')
 
     def put_run(self, values: Sequence[Any]) -> None:
-        self.conn.execute(_PUT_RUN, list(values))
+        self._run(_PUT_RUN, list(values))
 
     def add_run_step(
         self,
@@ -229,13 +232,13 @@ class PgWrite(PgRead):
         attempt: int,
         detail: str,
     ) -> None:
-        self.conn.execute(
+        self._run(
             "INSERT INTO run_steps VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
             (agent_id, run_id, seq, at, visible_at, kind, attempt, detail),
         )
 
     def forget_delivery(self, agent_id: str, run_id: str) -> None:
-        self.conn.execute(
+        self._run(
             "UPDATE runs SET delivery_key=NULL WHERE agent_id=%s AND run_id=%s",
             (agent_id, run_id),
         )
