@@ -69,8 +69,7 @@ def decode_row(row: Row) -> Row:
     for cell in row:
         if isinstance(cell, str) and cell.startswith(_MARK):
             return tuple(
-                json.loads(v[1:]) if isinstance(v, str) and v.startswith(_MARK) else v
-                for v in row
+                json.loads(v[1:]) if isinstance(v, str) and v.startswith(_MARK) else v for v in row
             )
     return row
 

@@ -57,6 +57,14 @@ class PgWrite(PgRead):
         )
         if inserted.rowcount == 0:
             return False
+        # The rest depends on no answer: sent as one pipeline, one round trip rather
+        # than one per statement (a commit of one change is seven statements).
+        with self.conn.pipeline():
+            self._apply_changes(commit, visible_at, contents)
+        return True
+
+    def _apply_changes(self, commit: Commit, visible_at: int, contents: dict[str, bytes]) -> None:
+        agent = commit.agent_id
         for change in commit.changes:
             if change.version > 1:
                 self._run(
@@ -138,7 +146,6 @@ class PgWrite(PgRead):
             (commit.revision, commit.ts, commit.agent_name, agent),
         )
         self.raise_clock(visible_at)
-        return True
 
     def bulk_load(
         self,
