@@ -537,3 +537,73 @@ class IndexContract:
                 assert r.live_rows(AGENT)[0][3] == odd
         finally:
             opened.close()
+
+    def test_a_bulk_loaded_log_answers_as_the_same_commits_applied_one_by_one(
+        self, tmp_path: Path
+    ) -> None:
+        """Reindex's bulk load gives the rows that applying each commit gives."""
+        data = b"---\ndescription: first\nkind: a\n---\n"
+        sha = hashlib.sha256(data).hexdigest()
+        newer = b"second\n"
+        nsha = hashlib.sha256(newer).hexdigest()
+        made = Change(
+            "/memories/x.md",
+            CREATED,
+            1,
+            None,
+            sha,
+            len(data),
+            content=data.decode(),
+            description="first",
+            metadata={"kind": "a"},
+        )
+        updated = Change("/memories/x.md", "updated", 2, sha, nsha, len(newer), content="second\n")
+        other, other_contents = _commit(2, "/memories/y.md", b"y\n", ts=2_000)
+        gone = Change("/memories/y.md", DELETED, 2, other.changes[0].after, None)
+        log = [
+            Commit(AGENT, 1, 1_000, "tester", "one", (made,)),
+            other,
+            Commit(AGENT, 3, 3_000, "tester", "three", (updated,)),
+            Commit(AGENT, 4, 4_000, "tester", "four", (gone,), agent_name="Renamed"),
+        ]
+        contents = {sha: data, nsha: newer, **other_contents}
+        answers = []
+        for name, bulk in (("applied", False), ("loaded", True)):
+            opened = self.open_index(tmp_path / f"{name}.sqlite")
+            try:
+                with opened.write_session() as s:
+                    s.put_agent(AGENT, "Alice", "store-1", 5)
+                    if bulk:
+                        entries = [
+                            (f"log/{c.revision}", c.to_bytes().decode(), json.loads(c.to_bytes()))
+                            for c in log
+                        ]
+                        assert s.bulk_load(AGENT, entries, contents.__getitem__) == 4
+                    else:
+                        for c in log:
+                            s.apply_commit(c, c.ts, contents, c.to_bytes())
+                with opened.read_session() as r:
+                    answers.append(
+                        (
+                            r.agent(AGENT),
+                            r.clock(),
+                            r.list_memories(AGENT, "", after=None, limit=10, depth_one=False),
+                            r.versions(AGENT, "/memories/x.md", 0, 10),
+                            r.versions(AGENT, "/memories/y.md", 0, 10),
+                            r.commits(AGENT, before=None, limit=10),
+                            sorted(r.cached_blobs(AGENT)),
+                            sorted(r.live_rows(AGENT)),
+                            r.count_memories(AGENT, "", depth_one=False, filters=[("kind", "a")]),
+                            r.version_rows(("", "", 0), AGENT + "\x00", 10_000, 10),
+                            r.step_rows("agent", AGENT, (-1, -1), 10_000, 10, commits=True),
+                        )
+                    )
+            finally:
+                opened.close()
+        assert answers[0] == answers[1]
+        agent = answers[1][0]
+        assert agent is not None and (agent.name, agent.revision, agent.last_ts) == (
+            "Renamed",
+            4,
+            4_000,
+        )

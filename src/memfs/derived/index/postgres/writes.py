@@ -10,6 +10,8 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from psycopg import Cursor
+
 from memfs.derived.index.postgres.reads import PgRead, encode_text
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
@@ -42,11 +44,19 @@ class PgWrite(PgRead):
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool:
         """Record ``commit`` (idempotent: False if its revision is already there)."""
-        agent = commit.agent_id
-        inserted = self._run(
+        if self._insert_commit(commit, visible_at, entry).rowcount == 0:
+            return False
+        # The rest depends on no answer: sent as one pipeline, one round trip rather
+        # than one per statement (a commit of one change is seven statements).
+        with self.conn.pipeline():
+            self._apply_changes(commit, visible_at, contents)
+        return True
+
+    def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
+        return self._run(
             "INSERT INTO commits VALUES(%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
             (
-                agent,
+                commit.agent_id,
                 commit.revision,
                 commit.ts,
                 visible_at,
@@ -55,13 +65,6 @@ class PgWrite(PgRead):
                 summary(entry),
             ),
         )
-        if inserted.rowcount == 0:
-            return False
-        # The rest depends on no answer: sent as one pipeline, one round trip rather
-        # than one per statement (a commit of one change is seven statements).
-        with self.conn.pipeline():
-            self._apply_changes(commit, visible_at, contents)
-        return True
 
     def _apply_changes(self, commit: Commit, visible_at: int, contents: dict[str, bytes]) -> None:
         agent = commit.agent_id
@@ -154,7 +157,14 @@ class PgWrite(PgRead):
         blob: Callable[[str], bytes],
     ) -> int:
         """Index a whole log into an agent's empty rows: the rows ``apply_commit`` of
-        each commit writes (visible at its timestamp), in batched statements."""
+        each commit writes (visible at its timestamp), every statement in one pipeline
+        (the rows are empty, so no answer is waited for until the end)."""
+        with self.conn.pipeline():
+            return self._load(entries, blob)
+
+    def _load(
+        self, entries: Iterable[tuple[str, str, dict[str, Any]]], blob: Callable[[str], bytes]
+    ) -> int:
         count = 0
         for where, text, doc in entries:
             try:
@@ -177,8 +187,9 @@ class PgWrite(PgRead):
                     contents[change.after] = data
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
-            if self.apply_commit(commit, commit.ts, contents, text.encode()):
-                count += 1
+            self._insert_commit(commit, commit.ts, text.encode())
+            self._apply_changes(commit, commit.ts, contents)
+            count += 1
         return count
 
     def clear_damage(self, agent_id: str) -> None:
