@@ -221,3 +221,159 @@ def _line_of_raise_clock(name: str) -> int:
         i for i, line in enumerate(text, 1) if line.lstrip().startswith("def raise_clock(")
     )
     return next(i for i, line in enumerate(text, 1) if i > start and "key='clock'" in line)
+
+
+def _raw_index_uses(path: Path) -> list[str]:
+    """Where a module opens the index's raw connection (``….index.read()`` /
+    ``.write()``), imports sqlite3 or names the index's ``Connection``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("read", "write")
+            and not node.args
+            and not node.keywords
+            and (
+                (isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "index")
+                or (isinstance(node.func.value, ast.Name) and node.func.value.id == "index")
+            )
+        ):
+            found.append(f"{node.lineno}: .index.{node.func.attr}()")
+        elif isinstance(node, ast.Import) and any(
+            a.name.split(".")[0] == "sqlite3" for a in node.names
+        ):
+            found.append(f"{node.lineno}: import sqlite3")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "sqlite3":
+            found.append(f"{node.lineno}: from sqlite3")
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("memfs.derived.index")
+            and any(a.name == "Connection" for a in node.names)
+        ) or (
+            isinstance(node, ast.Attribute)
+            and node.attr == "Connection"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "index"
+        ):
+            found.append(f"{node.lineno}: the index's Connection")
+    return found
+
+
+def test_only_the_index_package_sees_a_database_connection() -> None:
+    """Outside ``derived/index/`` the index is reached through its sessions (the Index
+    protocol), so another engine plugs in by implementing the protocol alone."""
+    index_package = SRC / "derived" / "index"
+    offenders = {
+        module_name(p): uses
+        for p in MODULES
+        if index_package not in p.parents and (uses := _raw_index_uses(p))
+    }
+    assert offenders == {}
+
+
+def test_the_connection_check_sees_each_way_in(tmp_path: Path) -> None:
+    cases = {
+        "read": "def f(store):\n    with store.index.read() as conn:\n        pass\n",
+        "write": "def f(index):\n    with index.write() as conn:\n        pass\n",
+        "sqlite": "import sqlite3\n",
+        "typed": "from memfs.derived import index\nX: index.Connection\n",
+        "named": "from memfs.derived.index import Connection\n",
+    }
+    for name, text in cases.items():
+        (tmp_path / f"{name}.py").write_text(text)
+        assert _raw_index_uses(tmp_path / f"{name}.py"), name
+    clean = tmp_path / "clean.py"
+    clean.write_text(
+        "def f(store, fh):\n    with store.index.read_session() as ix:\n"
+        "        return fh.read(), ix.clock()\n"
+    )
+    assert _raw_index_uses(clean) == []
+
+
+EDGE_ROOMS = {"http", "cli", "wire"}
+
+
+def _backend_uses(path: Path) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "backend"
+    ]
+
+
+def test_no_edge_reaches_the_backend() -> None:
+    """Edges parse, call a core function and render: the objects are the core's."""
+    offenders = {
+        module_name(p): lines
+        for p in MODULES
+        if room_of(module_name(p)) in EDGE_ROOMS and (lines := _backend_uses(p))
+    }
+    assert offenders == {}
+
+
+def test_the_backend_check_sees_an_attribute(tmp_path: Path) -> None:
+    edge = tmp_path / "edge.py"
+    edge.write_text("def f(store):\n    return Triggers(store.backend)\n")
+    assert _backend_uses(edge) == [2]
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """memfs module → the memfs modules it imports (lazy imports too), as dotted names."""
+    names = {"memfs." + module_name(p): p for p in MODULES if module_name(p) != "__init__"}
+
+    def module_of(imported: str) -> str | None:
+        # ``from memfs.derived.index import IndexGone`` imports the package's __init__
+        for name in (imported, imported.rpartition(".")[0]):
+            if name in names:
+                return name
+        return None
+
+    return {
+        name: {m for i in imports_of(path) if (m := module_of(i)) not in (None, name)}
+        for name, path in names.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in order:
+            visit(v)
+    return found
+
+
+def test_memfs_modules_import_each_other_without_a_cycle() -> None:
+    """Layers stack: a module never needs, even lazily, a module that needs it. (The
+    store reaches the healing above it through a hook, ``Store.on_index_replaced``.)"""
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

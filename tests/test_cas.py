@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from memfs.canonical.backend import LocalBackend
 from memfs.core import cas
@@ -81,3 +84,46 @@ def test_a_writer_that_always_loses_gets_the_conflict_after_its_tries(tmp_path: 
     else:
         raise AssertionError("no conflict")
     assert calls == [0, 0, 0]
+
+
+def test_the_loop_counts_attempts_and_stops_at_the_first_answer() -> None:
+    tried: list[int] = []
+
+    def attempt(n: int) -> str | cas.Lost:
+        tried.append(n)
+        return cas.LOST if n < 2 else f"won at {n}"
+
+    assert cas.retry_lost_races(attempt, tries=5, conflict=lambda: Conflict("busy")) == "won at 2"
+    assert tried == [0, 1, 2]
+
+
+def test_a_commit_and_an_append_go_through_the_same_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits, run events and trigger records share one lost-race loop."""
+    from memfs.core.store import Store
+
+    looped: list[str] = []
+    real = cas.retry_lost_races
+
+    def spy(attempt: Any, *, tries: int, conflict: Any) -> Any:
+        looped.append("loop")
+        return real(attempt, tries=tries, conflict=conflict)
+
+    monkeypatch.setattr(cas, "retry_lost_races", spy)
+    store = Store(tmp_path / "data")
+    try:
+        store.create_agent("users/alice/assistant")
+        store.write("users/alice/assistant", "/memories/a.md", b"a\n", actor="t")
+        assert looped == ["loop"]
+        backend = LocalBackend(tmp_path / "seq")
+        cas.append_next(
+            lambda: 0,
+            lambda n: cas.Next(f"{PREFIX}{n + 1}", b"x", lambda: n + 1),
+            backend.put_if_absent,
+            tries=3,
+            conflict=lambda: Conflict("busy"),
+        )
+        assert looped == ["loop", "loop"]
+    finally:
+        store.close()

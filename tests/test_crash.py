@@ -261,7 +261,7 @@ def test_create_agent_adopts_a_record_left_by_a_crash(tmp_path: Path) -> None:
         "from memfs.core.store import Store\n"
         "def die(*a, **k):\n"
         "    os.kill(os.getpid(), 9)\n"
-        "index.put_agent = die\n"  # dies right after the record was published
+        "index.SqliteWrite.put_agent = die\n"  # dies right after the record was published
         "Store(Path(sys.argv[1])).create_agent('crash/agent')\n"
     )
     proc = subprocess.run(

@@ -90,15 +90,19 @@ def test_a_durable_commit_is_acknowledged_when_the_index_fails(
     api: Api, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api.create_agent()
-    real = index.apply_commit
+    real = index.SqliteWrite.apply_commit
+    failed: list[int] = []
 
     def disk_full(*args: Any, **kwargs: Any) -> bool:
+        failed.append(1)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(index, "apply_commit", disk_full)
+    # The store applies commits through its write session: fail it there.
+    monkeypatch.setattr(index.SqliteWrite, "apply_commit", disk_full)
     first = api.put(memory_url("/memories/a.md"), content=b"committed", headers=MARKDOWN)
+    assert failed, "the index's apply_commit was never called: the fault missed"
     assert first.status_code == 201, first.text  # the log entry is the commit
-    monkeypatch.setattr(index, "apply_commit", real)
+    monkeypatch.setattr(index.SqliteWrite, "apply_commit", real)
     second = api.put(memory_url("/memories/b.md"), content=b"next", headers=MARKDOWN)
     assert second.status_code == 201
     # The index caught up with the log on that write: nothing was lost.

@@ -17,7 +17,7 @@ from memfs.domain.commits import format_ts
 
 
 def cmd_keys_create(args: argparse.Namespace, store: Store) -> int:
-    key, secret = KeyRing(store.backend).create(args.key, args.scope, args.description)
+    key, secret = KeyRing.of(store).create(args.key, args.scope, args.description)
     shown = {**key.to_json(), "secret": secret}
     out(
         args,
@@ -32,7 +32,7 @@ def cmd_keys_create(args: argparse.Namespace, store: Store) -> int:
 
 
 def cmd_keys_ls(args: argparse.Namespace, store: Store) -> int:
-    keys = sorted(KeyRing(store.backend).list(), key=lambda k: k.key_id)
+    keys = sorted(KeyRing.of(store).list(), key=lambda k: k.key_id)
     out(
         args,
         {"keys": [k.to_json() for k in keys]},
@@ -46,7 +46,7 @@ def cmd_keys_ls(args: argparse.Namespace, store: Store) -> int:
 
 
 def cmd_keys_revoke(args: argparse.Namespace, store: Store) -> int:
-    KeyRing(store.backend).revoke(args.key)
+    KeyRing.of(store).revoke(args.key)
     out(args, {"revoked": args.key}, [f"revoked key {args.key}; it stops working at once"])
     return 0
 

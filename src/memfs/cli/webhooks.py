@@ -34,7 +34,7 @@ def cmd_triggers_add(args: argparse.Namespace, store: Store) -> int:
         body["action"] = {"type": "memory", "path": args.path}
     if args.secret:
         body["secret"] = args.secret
-    trigger, created = Triggers(store.backend).put(args.agent, args.trigger, body)
+    trigger, created = Triggers.of(store).put(args.agent, args.trigger, body)
     shown = trigger.to_json(with_secret=created or bool(args.secret))
     lines = [f"{'created' if created else 'updated'} trigger {trigger.trigger_id}"]
     if "secret" in shown:
@@ -45,7 +45,7 @@ def cmd_triggers_add(args: argparse.Namespace, store: Store) -> int:
 
 def cmd_triggers_ls(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
-    items = Triggers(store.backend).list(args.agent)
+    items = Triggers.of(store).list(args.agent)
     out(
         args,
         {"triggers": [t.to_json() for t in items]},
@@ -56,14 +56,14 @@ def cmd_triggers_ls(args: argparse.Namespace, store: Store) -> int:
 
 def cmd_triggers_rm(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
-    Triggers(store.backend).delete(args.agent, args.trigger)
+    Triggers.of(store).delete(args.agent, args.trigger)
     out(args, {"deleted": args.trigger}, [f"deleted trigger {args.trigger}"])
     return 0
 
 
 def cmd_triggers_rotate(args: argparse.Namespace, store: Store) -> int:
     store.get_agent(args.agent)
-    trigger = Triggers(store.backend).rotate(args.agent, args.trigger)
+    trigger = Triggers.of(store).rotate(args.agent, args.trigger)
     shown = trigger.to_json(with_secret=True)
     out(
         args,
@@ -117,7 +117,7 @@ def cmd_deliver(args: argparse.Namespace, store: Store) -> int:
     if not args.url.startswith(("http://", "https://")):
         raise InvalidRequest(f"--url {args.url!r} must start with http:// or https://")
     store.get_agent(args.agent)
-    trigger = Triggers(store.backend).get(args.agent, args.trigger)
+    trigger = Triggers.of(store).get(args.agent, args.trigger)
     body = read_input(args.file)
     webhook_id = args.id or f"msg_{uuid.uuid4().hex}"
     # A sender holds no key: the client's signing, and no Authorization worth sending.

@@ -31,7 +31,6 @@ from memfs import __version__
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import LocalBackend, MissingObject
 from memfs.core.store import Store
-from memfs.derived import index
 from memfs.derived.worktree import WorkTree
 from memfs.domain.commits import format_ts, now_us
 from memfs.errors import InvalidRequest
@@ -313,8 +312,8 @@ def checkout(store: Store) -> int:
     for agent in store.iter_agents():
         tree = WorkTree(layout.worktree_root(store.data_dir, agent.agent_id))
         tree.root.mkdir(parents=True, exist_ok=True)
-        with store.index.read() as conn:
-            rows = index.live_contents(conn, agent.agent_id)
+        with store.index.read_session() as ix:
+            rows = ix.live_contents(agent.agent_id)
         for path, sha in rows:
             content = store.content_of(agent.agent_id, sha)
             tree.update(path, None, sha, content, agent.revision)

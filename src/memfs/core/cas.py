@@ -12,7 +12,9 @@ dulwich's ``set_if_equals`` without a lock:
    ``conflict`` error (a client's retry).
 
 So of racing writers exactly one creates each object, and no decision is ever made on
-a state that is no longer current.
+a state that is no longer current. A commit follows the same story through
+``retry_lost_races``, the loop itself: its read, decision and create share one index
+transaction, so it can't be split into ``read`` and ``decide`` callables.
 """
 
 from __future__ import annotations
@@ -43,6 +45,30 @@ class Next(Generic[R]):
     won: Callable[[], R]
 
 
+class Lost:
+    """An attempt's answer when another writer created object N + 1 first."""
+
+
+LOST = Lost()
+
+
+def retry_lost_races(
+    attempt: Callable[[int], R | Lost],
+    *,
+    tries: int,
+    conflict: Callable[[], MemfsError],
+) -> R:
+    """Run ``attempt(n)`` (n = 0, 1, …) until it answers something but ``LOST``, at most
+    ``tries`` times, then the ``conflict`` error. The loop of ``append_next``, and of a
+    commit, whose read, decision and create run inside one index transaction that a
+    lost race rolls back (``Store._commit_once``)."""
+    for n in range(tries):
+        result = attempt(n)
+        if not isinstance(result, Lost):
+            return result
+    raise conflict()
+
+
 def append_next(
     read: Callable[[], S],
     decide: Callable[[S], Done[R] | Next[R]],
@@ -52,10 +78,13 @@ def append_next(
     conflict: Callable[[], MemfsError],
 ) -> R:
     """Decide on the current state and create the next object; re-decide on a lost race."""
-    for _ in range(tries):
+
+    def attempt(_n: int) -> R | Lost:
         step = decide(read())
         if isinstance(step, Done):
             return step.value
         if put_if_absent(step.key, step.data):
             return step.won()
-    raise conflict()
+        return LOST
+
+    return retry_lost_races(attempt, tries=tries, conflict=conflict)

@@ -143,8 +143,8 @@ def _import_agent(store: Store, record: dict[str, Any]) -> str:
     body = json.dumps(doc, ensure_ascii=False).encode() + b"\n"
     if not store.backend.put_if_absent(layout.agent_key(agent_id), body):
         raise Conflict(f"agent {agent_id!r} already exists here")
-    with store.index.write() as conn:
-        store.adopt_record(conn, doc)
+    with store.index.write_session() as ix:
+        store.adopt_record(ix, doc)
     return agent_id
 
 

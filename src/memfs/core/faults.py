@@ -8,27 +8,21 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 
 from memfs.derived.index import IndexGone
+from memfs.derived.index.faults import ENGINE_ERRORS, engine_storage_errno
 from memfs.errors import MemfsError, StorageError, Unavailable
 
 # What a machine failure may be raised as: an edge catches these and asks translate().
-MACHINE_ERRORS: tuple[type[BaseException], ...] = (IndexGone, OSError, sqlite3.Error)
+MACHINE_ERRORS: tuple[type[BaseException], ...] = (IndexGone, OSError, *ENGINE_ERRORS)
 STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
-# SQLite's primary result codes for the same conditions: FULL, IOERR, READONLY.
-_SQLITE_STORAGE = {13: errno.ENOSPC, 10: errno.EIO, 8: errno.EROFS}
 
 
 def storage_errno(exc: BaseException) -> int | None:
     """The errno of a storage failure (full, quota, read-only, I/O), None otherwise."""
     if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
         return exc.errno
-    if isinstance(exc, sqlite3.Error):
-        code = getattr(exc, "sqlite_errorcode", None)
-        if isinstance(code, int):
-            return _SQLITE_STORAGE.get(code & 0xFF)
-    return None
+    return engine_storage_errno(exc)
 
 
 def translate(exc: BaseException) -> MemfsError | None:

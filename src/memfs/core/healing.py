@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import secrets
@@ -35,7 +36,7 @@ def index_ready(store: Store) -> bool:
     if store.index_rebuilding:
         return False
     try:
-        with store.index.read():
+        with store.index.read_session():
             pass
     except IndexGone:
         rebuild_in_background(store)
@@ -51,8 +52,8 @@ def behind(store: Store) -> str | None:
             store.index.created = False  # a new data folder: nothing to rebuild
             return None
         return "the index was missing, empty or of an unknown schema"
-    with store.index.read() as conn:
-        known = index.agent_ids(conn)
+    with store.index.read_session() as ix:
+        known = ix.agent_ids()
     for _folder, key in maintenance.canonical_agents(store):
         try:
             record = maintenance.read_record(store, key)
@@ -76,6 +77,12 @@ def heal(store: Store, progress: Callable[[str], None] | None = None) -> None:
         for agent_id, file, why in result.damaged:
             note(f"memfs: agent {agent_id!r} is damaged ({file}: {why}); run 'memfs fsck'")
     store.sync()
+
+
+def watch(store: Store) -> None:
+    """Rebuild the index in the background whenever one of ``store``'s sessions finds
+    its file deleted or replaced (a serving process calls this once)."""
+    store.on_index_replaced = functools.partial(rebuild_in_background, store)
 
 
 def rebuild_in_background(store: Store) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from memfs.canonical import durable
 from memfs.canonical.backend import Backend, MissingObject
+from memfs.core.store import Store
 from memfs.domain import paths
 from memfs.domain.commits import format_ts, now_us
 from memfs.errors import Conflict, InvalidRequest, NotFound
@@ -69,6 +70,11 @@ def _hash(secret: str) -> str:
 class KeyRing:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+
+    @classmethod
+    def of(cls, store: Store) -> KeyRing:
+        """The key store of ``store``'s data: how an edge reaches it (never the backend)."""
+        return cls(store.backend)
 
     def create(
         self, key_id: str, scopes: object, description: object, *, actor: str | None = None

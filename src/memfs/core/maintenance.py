@@ -207,9 +207,9 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
     ``fsck --repair``) and is marked damaged; every other agent is rebuilt."""
     result = ReindexResult()
     started = last_note = time.monotonic()
-    with store.index.write() as conn:
-        old_clock = index.clock(conn)
-        index.clear_tables(conn, _RUN_TABLES)
+    with store.index.write_session() as ix:
+        old_clock = ix.clock()
+        ix.clear_tables(_RUN_TABLES)
         seen: set[str] = set()
         for folder, key in canonical_agents(store):
             try:
@@ -220,27 +220,27 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
                 agent_id = _agent_of_folder(folder)
                 if agent_id is not None:
                     seen.add(agent_id)
-                    index.mark_damaged(conn, agent_id, key, f"unreadable agent record ({exc})")
+                    ix.mark_damaged(agent_id, key, f"unreadable agent record ({exc})")
                 result.damaged.append((agent_id or folder, key, f"unreadable agent record ({exc})"))
                 continue
             agent_id = record["agentId"]
             seen.add(agent_id)
-            index.savepoint(conn, "agent")
-            index.drop_agent(conn, agent_id, runs=False)
-            store.adopt_record(conn, record)
+            ix.savepoint("agent")
+            ix.drop_agent(agent_id, runs=False)
+            store.adopt_record(ix, record)
             try:
-                result.commits += index.bulk_load(
-                    conn, agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
+                result.commits += ix.bulk_load(
+                    agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
                 )
             except CorruptionError as exc:
-                index.rollback_to(conn, "agent")
+                ix.rollback_to("agent")
                 file = _file_of(exc, layout.log_prefix(agent_id))
-                if index.agent(conn, agent_id) is None:
-                    store.adopt_record(conn, record)
-                index.mark_damaged(conn, agent_id, file, exc.message)
+                if ix.agent(agent_id) is None:
+                    store.adopt_record(ix, record)
+                ix.mark_damaged(agent_id, file, exc.message)
                 result.damaged.append((agent_id, file, exc.message))
                 log.error("agent %r is damaged: %s: %s", agent_id, file, exc.message)
-            index.release(conn, "agent")
+            ix.release("agent")
             result.agents += 1
             now = time.monotonic()
             if progress is not None and now - last_note >= 5:
@@ -249,10 +249,10 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
                     f"reindex: {result.agents} agents, {result.commits} commits"
                     f" ({now - started:.0f} s)"
                 )
-        for gone in sorted(index.agent_ids(conn)):
+        for gone in sorted(ix.agent_ids()):
             if gone not in seen:  # erased (or moved away) since the index was made
-                index.drop_agent(conn, gone)
-        index.raise_clock(conn, old_clock)
+                ix.drop_agent(gone)
+        ix.raise_clock(old_clock)
     from memfs.core.runs import Runs  # runs are indexed from their own records
 
     Runs(store).rescan()
@@ -460,13 +460,13 @@ class _Copies:
 
 def _index_copies(store: Store, agent_id: str) -> _Copies:
     copies = _Copies()
-    with store.index.read() as conn:
-        row = index.agent(conn, agent_id)
+    with store.index.read_session() as ix:
+        row = ix.agent(agent_id)
         copies.head = row.revision if row else 0
-        for sha, data in index.cached_blobs(conn, agent_id):
+        for sha, data in ix.cached_blobs(agent_id):
             if hashlib.sha256(data).hexdigest() == sha:
                 copies.blobs.add(sha)
-        copies.commits.update(index.commit_revisions(conn, agent_id))
+        copies.commits.update(ix.commit_revisions(agent_id))
     return copies
 
 
@@ -478,15 +478,15 @@ def _last_entry(store: Store, agent_id: str, key: str) -> bool:
 def _entry_from_index(store: Store, agent_id: str, revision: int) -> bytes | None:
     """Log entry ``revision`` rebuilt from the index's commit row and contents (None if
     the index lacks a piece of it or a content fails its sha256)."""
-    with store.index.read() as conn:
-        row = index.commit_entry(conn, agent_id, revision)
+    with store.index.read_session() as ix:
+        row = ix.commit_entry(agent_id, revision)
         if row is None:
             return None
         changes = json.loads(row[3])
         for change in changes:
             after = change.get("after")
             if after is not None and int(change["bytes"]) <= INLINE_LIMIT:
-                data = index.blob(conn, agent_id, after)
+                data = ix.blob(agent_id, after)
                 if data is None or hashlib.sha256(data).hexdigest() != after:
                     return None
                 change["content"] = data.decode()
@@ -517,8 +517,8 @@ def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None
         except MissingObject:
             sound = not _referenced_by_blob(store, agent_id, sha)
         if not sound:
-            with store.index.read() as conn:
-                data = index.blob(conn, agent_id, sha)
+            with store.index.read_session() as ix:
+                data = ix.blob(agent_id, sha)
             assert data is not None
             durable.replace(store.data_dir / key, data)
             report.restored.append(f"{key}: restored from the index's copy")
@@ -555,18 +555,18 @@ def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None
 
 def _referenced_by_blob(store: Store, agent_id: str, sha: str) -> bool:
     """True if the index knows ``sha`` as a content too large to be inline (a blob)."""
-    with store.index.read() as conn:
-        return index.has_version_larger_than(conn, agent_id, sha, INLINE_LIMIT)
+    with store.index.read_session() as ix:
+        return ix.has_version_larger_than(agent_id, sha, INLINE_LIMIT)
 
 
 def _clear_damage(store: Store, agent_id: str, report: FsckReport) -> None:
     """An agent that checks out sound again serves again (its index rows rebuilt)."""
-    with store.index.read() as conn:
-        damage = index.damage(conn, agent_id)
+    with store.index.read_session() as ix:
+        damage = ix.damage(agent_id)
     if damage is None:
         return
-    with store.index.write() as conn:
-        index.clear_damage(conn, agent_id)
+    with store.index.write_session() as ix:
+        ix.clear_damage(agent_id)
     report.restored.append(f"{agent_id}: sound again, serving (was damaged: {damage[0]})")
     report.reindex_needed = True
 
@@ -575,15 +575,15 @@ def _check_index(
     store: Store, heads: dict[str, dict[str, str]], report: FsckReport, repair: bool
 ) -> None:
     problems: list[str] = []
-    with store.index.read() as conn:
-        indexed = {a.agent_id for a in index.agents(conn, "", None, 1 << 40)}
+    with store.index.read_session() as ix:
+        indexed = {a.agent_id for a in ix.agents("", None, 1 << 40)}
         for agent_id in sorted(indexed - heads.keys()):
             problems.append(f"index: agent {agent_id!r} is indexed but has no record")
         for agent_id, head in heads.items():
             if agent_id not in indexed:
                 problems.append(f"index: agent {agent_id!r} is missing")
                 continue
-            rows = index.live_rows(conn, agent_id)
+            rows = ix.live_rows(agent_id)
             if {r[0]: r[1] for r in rows} != head:
                 problems.append(f"index: current memories of {agent_id!r} differ from the log")
             # A page is the rows' stored listing JSON: it must say what the row says.
@@ -666,15 +666,14 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
     store.get_agent(agent_id)
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
     head: dict[str, str] = {}
-    with store.index.read() as conn:
-        for path, sha in index.live_contents(conn, agent_id):
+    with store.index.read_session() as ix:
+        for path, sha in ix.live_contents(agent_id):
             head[path] = sha
     out: list[TreeChange] = []
     for link in tree.symlinks():
         head.pop(link, None)
         out.append(
-            TreeChange("invalid", link, "a symlink; memfs never follows symlinks, remove it")
-        )
+            TreeChange("invalid", link, "a symlink; memfs never follows symlinks, remove it"))
     for path, _file in tree.scan():
         try:
             valid = paths.memory_path(path)
@@ -706,8 +705,8 @@ def commit_worktree(
     if not changes:
         return None
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
-    with store.index.read() as conn:
-        current = {c.path: index.memory(conn, agent_id, c.path) for c in changes}
+    with store.index.read_session() as ix:
+        current = {c.path: ix.memory(agent_id, c.path) for c in changes}
     ops: list[Op] = []
     for change in changes:
         row = current[change.path]

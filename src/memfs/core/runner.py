@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memfs.core import metrics, sandbox
+from memfs.core import faults, metrics, sandbox
 from memfs.core.actions.base import Outcome, Registry
 from memfs.core.actions.command import COMMANDS_DISABLED, CommandAction, attempt_key_id
 from memfs.core.actions.memory import MemoryAction, memory_content, memory_path
@@ -139,13 +139,8 @@ class Runner:
         await asyncio.to_thread(self.runs.rescan)
         ticks = 0
         while not stop.is_set():
-            try:
-                await self.poll()
+            if await self.poll_logged(collect=(ticks + 1) % 240 == 0):
                 ticks += 1
-                if ticks % 240 == 0:
-                    await asyncio.to_thread(self.runs.collect, now_us(), self.retention_us)
-            except Exception:
-                log.exception("runner poll failed")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=0.25)
             self.wake.clear()
@@ -154,6 +149,23 @@ class Runner:
             task.cancel()
         # Wait for them: each stops its command (SIGTERM, then SIGKILL after the grace).
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def poll_logged(self, *, collect: bool = False) -> bool:
+        """One poll (and, with ``collect``, the retention sweep); a failure is logged
+        and the loop goes on. False if it failed."""
+        try:
+            await self.poll()
+            if collect:
+                await asyncio.to_thread(self.runs.collect, now_us(), self.retention_us)
+        except Exception as exc:
+            if not faults.index_gone(exc):
+                log.exception("runner poll failed")
+                return False
+            # Passing, and said once per poll: the rebuild brings the index back and
+            # the next poll finds it; a traceback here would only bury the log.
+            log.warning("runner poll skipped: the index is being rebuilt (%s)", exc)
+            return False
+        return True
 
     async def poll(self) -> None:
         free = self.concurrency - len(self.active)

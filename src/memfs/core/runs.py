@@ -34,7 +34,6 @@ import base64
 import functools
 import hashlib
 import json
-import sqlite3
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from memfs.canonical.backend import MissingObject
 from memfs.core import cas
 from memfs.core.store import Store
 from memfs.derived import index
+from memfs.derived.index.base import ReadSession, WriteSession
 from memfs.domain import run_events
 from memfs.domain.commits import format_ts, now_us
 from memfs.errors import Conflict, InvalidRequest, NotFound
@@ -126,7 +126,7 @@ _NAMES = index.RUN_FIELDS
 
 
 def _apply(
-    conn: sqlite3.Connection,
+    ix: WriteSession,
     agent_id: str,
     run_id: str,
     seq: int,
@@ -136,7 +136,7 @@ def _apply(
     """Index event ``seq`` of a run whose indexed state (in this transaction) is ``row``."""
     if row is not None and row.events >= seq:
         return row  # applied already
-    visible_at = max(now_us(), index.clock(conn) + 1)
+    visible_at = max(now_us(), ix.clock() + 1)
     current: dict[str, Any] = (
         {k: getattr(row, k) for k in _NAMES}
         if row
@@ -144,10 +144,9 @@ def _apply(
     )
     new = run_events.fold(current, event)
     values: list[Any] = [new.get(c) for c in _NAMES]
-    index.put_run(conn, values)
+    ix.put_run(values)
     detail = {k: v for k, v in event.items() if k not in ("type", "at")}
-    index.add_run_step(
-        conn,
+    ix.add_run_step(
         agent_id,
         run_id,
         seq,
@@ -157,12 +156,12 @@ def _apply(
         int(event.get("attempt", new.get("attempt", 0))),
         json.dumps(detail, ensure_ascii=False),
     )
-    index.raise_clock(conn, visible_at)
+    ix.raise_clock(visible_at)
     return Run(*values)
 
 
-def get_row(conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
-    row = index.run_row(conn, agent_id, run_id)
+def get_row(ix: ReadSession, agent_id: str, run_id: str) -> Run | None:
+    row = ix.run_row(agent_id, run_id)
     return Run(*row) if row else None
 
 
@@ -186,7 +185,7 @@ class Runs:
     # ---- events ------------------------------------------------------------------
 
     def _follow(
-        self, conn: sqlite3.Connection, agent_id: str, run_id: str, row: Run | None
+        self, ix: WriteSession, agent_id: str, run_id: str, row: Run | None
     ) -> Run | None:
         """Apply the run's event files after ``row`` (its indexed state) to the index."""
         seq = row.events if row else 0
@@ -195,11 +194,11 @@ class Runs:
                 data = self.backend.get(event_key(agent_id, run_id, seq + 1))
             except MissingObject:
                 return row
-            row = _apply(conn, agent_id, run_id, seq + 1, json.loads(data), row)
+            row = _apply(ix, agent_id, run_id, seq + 1, json.loads(data), row)
             seq += 1
 
-    def _catch_up(self, conn: sqlite3.Connection, agent_id: str, run_id: str) -> Run | None:
-        return self._follow(conn, agent_id, run_id, get_row(conn, agent_id, run_id))
+    def _catch_up(self, ix: WriteSession, agent_id: str, run_id: str) -> Run | None:
+        return self._follow(ix, agent_id, run_id, get_row(ix, agent_id, run_id))
 
     def append(
         self,
@@ -220,8 +219,8 @@ class Runs:
         def read() -> Run | None:
             row = self._current(agent_id, run_id)
             if row is None:  # unknown to the index, or an event file not indexed yet
-                with self.store.index.write() as conn:
-                    row = self._catch_up(conn, agent_id, run_id)
+                with self.store.index.write_session() as ix:
+                    row = self._catch_up(ix, agent_id, run_id)
             return row
 
         def decide(row: Run | None) -> cas.Done[Run | None] | cas.Next[Run | None]:
@@ -247,11 +246,11 @@ class Runs:
 
     def _index_won(self, agent_id: str, run_id: str, seq: int, event: dict[str, Any]) -> Run:
         """Index event ``seq``, just published by this writer, and any after it."""
-        with self.store.index.write() as conn:
-            current = get_row(conn, agent_id, run_id)
+        with self.store.index.write_session() as ix:
+            current = get_row(ix, agent_id, run_id)
             if current is not None and current.events == seq - 1:
-                current = _apply(conn, agent_id, run_id, seq, event, current)
-            run = self._follow(conn, agent_id, run_id, current)
+                current = _apply(ix, agent_id, run_id, seq, event, current)
+            run = self._follow(ix, agent_id, run_id, current)
         assert run is not None
         return run
 
@@ -280,8 +279,8 @@ class Runs:
 
     def _current(self, agent_id: str, run_id: str) -> Run | None:
         """The run as indexed, if no event file is newer (no write lock needed)."""
-        with self.store.index.read() as conn:
-            row = get_row(conn, agent_id, run_id)
+        with self.store.index.read_session() as ix:
+            row = get_row(ix, agent_id, run_id)
         if row is not None and not self.backend.exists(event_key(agent_id, run_id, row.events + 1)):
             return row
         return None
@@ -289,8 +288,8 @@ class Runs:
     def get(self, agent_id: str, run_id: str) -> Run:
         row = self._current(agent_id, run_id)
         if row is None:
-            with self.store.index.write() as conn:
-                row = self._catch_up(conn, agent_id, run_id)
+            with self.store.index.write_session() as ix:
+                row = self._catch_up(ix, agent_id, run_id)
         if row is None:
             raise NotFound(f"run {run_id!r} of agent {agent_id!r} does not exist", field="runId")
         return row
@@ -371,24 +370,24 @@ class Runs:
         assert item.run is not None
         return item.run
 
-    def _register_in(self, conn: sqlite3.Connection, item: _Registration) -> Run:
+    def _register_in(self, ix: WriteSession, item: _Registration) -> Run:
         run_id = item.record["runId"]
-        row = get_row(conn, item.agent_id, run_id)
+        row = get_row(ix, item.agent_id, run_id)
         if row is None:
             try:  # published by collect (or by memfs before records were event 1)
                 first = json.loads(self.backend.get(event_key(item.agent_id, run_id, 1)))
             except MissingObject:
                 first = run_events.created(item.key, item.record)
-            row = _apply(conn, item.agent_id, run_id, 1, first, None)
-        run = self._follow(conn, item.agent_id, run_id, row)
+            row = _apply(ix, item.agent_id, run_id, 1, first, None)
+        run = self._follow(ix, item.agent_id, run_id, row)
         assert run is not None
         return run
 
     def _register_batch(self, batch: list[_Registration]) -> None:
         try:
             try:
-                with self.store.index.write() as conn:
-                    runs = [self._register_in(conn, item) for item in batch]
+                with self.store.index.write_session() as ix:
+                    runs = [self._register_in(ix, item) for item in batch]
                 for item, run in zip(batch, runs, strict=True):
                     item.run = run
                 return
@@ -399,8 +398,8 @@ class Runs:
             # One bad registration must not fail the others: one transaction each.
             for item in batch:
                 try:
-                    with self.store.index.write() as conn:
-                        item.run = self._register_in(conn, item)
+                    with self.store.index.write_session() as ix:
+                        item.run = self._register_in(ix, item)
                 except Exception as exc:
                     item.error = exc
         except BaseException as exc:
@@ -447,14 +446,12 @@ class Runs:
 
     def record_group(self, run: Run, attempt: int, record: dict[str, Any]) -> None:
         self.backend.put_if_absent(
-            group_key(run.agent_id, run.run_id, attempt), json.dumps(record).encode()
-        )
+            group_key(run.agent_id, run.run_id, attempt), json.dumps(record).encode())
 
     def group(self, run: Run, attempt: int) -> dict[str, Any] | None:
         try:
             data: dict[str, Any] = json.loads(
-                self.backend.get(group_key(run.agent_id, run.run_id, attempt))
-            )
+                self.backend.get(group_key(run.agent_id, run.run_id, attempt)))
             return data
         except (MissingObject, ValueError):
             return None
@@ -462,8 +459,7 @@ class Runs:
     def owner(self, run: Run) -> dict[str, Any] | None:
         try:
             data: dict[str, Any] = json.loads(
-                self.backend.get(claim_key(run.agent_id, run.run_id, run.attempt))
-            )
+                self.backend.get(claim_key(run.agent_id, run.run_id, run.attempt)))
             return data
         except MissingObject:
             return None
@@ -476,8 +472,8 @@ class Runs:
 
         One query per status, each read in creation order from an index, then merged
         (``index.due_run_rows`` says why)."""
-        with self.store.index.read() as conn:
-            rows = index.due_run_rows(conn, now, limit)
+        with self.store.index.read_session() as ix:
+            rows = ix.due_run_rows(now, limit)
         runs = sorted((Run(*r) for r in rows), key=lambda run: run.created_at)
         return runs[:limit]
 
@@ -492,15 +488,15 @@ class Runs:
     ) -> list[Run]:
         if status is not None and status not in STATUSES:
             raise InvalidRequest(f"status must be one of {', '.join(STATUSES)}", field="status")
-        with self.store.index.read() as conn:
-            rows = index.run_rows(
-                conn, agent_id, trigger_id=trigger_id, status=status, after=after, limit=limit
+        with self.store.index.read_session() as ix:
+            rows = ix.run_rows(
+                agent_id, trigger_id=trigger_id, status=status, after=after, limit=limit
             )
         return [Run(*r) for r in rows]
 
     def counts(self, agent_id: str) -> dict[str, Any]:
-        with self.store.index.read() as conn:
-            return index.run_counts(conn, agent_id)
+        with self.store.index.read_session() as ix:
+            return ix.run_counts(agent_id)
 
     def rescan(self) -> int:
         """Index every delivery and run event the index lacks (after a crash or reindex)."""
@@ -520,8 +516,8 @@ class Runs:
                 run_id = key[len(runs_base) :].split(".", 1)[0]
                 if run_id not in seen:
                     seen.add(run_id)
-                    with self.store.index.write() as conn:
-                        self._catch_up(conn, agent.agent_id, run_id)
+                    with self.store.index.write_session() as ix:
+                        self._catch_up(ix, agent.agent_id, run_id)
         return found
 
     def collect(self, now: int, retention_us: int) -> int:
@@ -531,8 +527,8 @@ class Runs:
         (create-if-absent, durable, the same bytes from any collector), then the record
         is deleted, so a crash at any point leaves the run rebuildable from files.
         """
-        with self.store.index.read() as conn:
-            rows = index.finished_deliveries(conn, now - retention_us)
+        with self.store.index.read_session() as ix:
+            rows = ix.finished_deliveries(now - retention_us)
         for agent_id, run_id, key in rows:
             first = event_key(agent_id, run_id, 1)
             if not self.backend.exists(first):
@@ -543,8 +539,8 @@ class Runs:
                 if record is not None:
                     self.backend.put_if_absent(first, _event_bytes(run_events.created(key, record)))
             self.backend.delete(key)
-            with self.store.index.write() as conn:
-                index.forget_delivery(conn, agent_id, run_id)
+            with self.store.index.write_session() as ix:
+                ix.forget_delivery(agent_id, run_id)
         return len(rows)
 
 

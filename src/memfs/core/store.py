@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.core import cas
 from memfs.core.group_commit import GroupCommit
 from memfs.core.planner import Delete as Delete
 from memfs.core.planner import Move as Move
@@ -36,6 +37,7 @@ from memfs.core.tree_commit import TreeCommit
 from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
+from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
 from memfs.derived.worktree import WorkTree
 from memfs.domain import paths
 from memfs.domain.commits import (
@@ -46,6 +48,7 @@ from memfs.domain.commits import (
     parse_ts,
 )
 from memfs.domain.content import Scalar
+from memfs.domain.records import PathState
 from memfs.errors import (
     Conflict,
     CorruptionError,
@@ -132,8 +135,18 @@ class Agent:
         return cls(row.agent_id, row.name, row.store_id, row.created_at, row.revision, row.last_ts)
 
 
-def _read(conn: index.Connection, agent_id: str, path: str | None) -> MemoryRow | None:
-    return index.memory(conn, agent_id, path) if path is not None else None
+class _States:
+    """The planner's reads (``planner.States``) of one agent, inside the caller's session."""
+
+    def __init__(self, ix: ReadSession, agent_id: str, content: Callable[[str], bytes]) -> None:
+        self.ix, self.agent_id, self.content = ix, agent_id, content
+
+    def path_states(self, paths: Sequence[str]) -> dict[str, PathState]:
+        return self.ix.path_states(self.agent_id, paths)
+
+
+def _read(ix: ReadSession, agent_id: str, path: str | None) -> MemoryRow | None:
+    return ix.memory(agent_id, path) if path is not None else None
 
 
 class Store:
@@ -148,7 +161,9 @@ class Store:
         self.data_dir = data_dir
         durable.private_folder(data_dir)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
-        self.index = Index(index_file or layout.index_path(data_dir))
+        # Typed as the seam, not the SQLite class: the core reaches the index only
+        # through sessions, never through a connection.
+        self.index: WatchedIndex = Index(index_file or layout.index_path(data_dir))
         # Concurrent run registrations share one index transaction (core.runs).
         self.registrations: GroupCommit[Any] = GroupCommit()
         # True while this process rebuilds a deleted or replaced index (memfs.core.healing).
@@ -161,12 +176,14 @@ class Store:
         self._publisher: ThreadPoolExecutor | None = None
         # Called after each commit this Store makes (the server counts them for /metrics).
         self.on_commit: Callable[[], None] | None = None
+        # Called once per deleted or replaced index file a session finds: a server sets
+        # it to start the rebuild (memfs.core.healing.watch). A hook, not an import:
+        # healing rebuilds through maintenance, above the store, so the store can't call it.
+        self.on_index_replaced: Callable[[], None] | None = None
 
     def _index_replaced(self) -> None:
         """A thread found the index file replaced: check it against the log, once per
         file (every thread of the process reconnects, one by one)."""
-        from memfs.core import healing  # healing rebuilds through maintenance, above the store
-
         try:
             inode: int | None = os.stat(self.index.path).st_ino
         except FileNotFoundError:
@@ -174,7 +191,8 @@ class Store:
         if inode is not None and inode == self.healed_inode:
             return
         self.healed_inode = inode
-        healing.rebuild_in_background(self)
+        if self.on_index_replaced is not None:
+            self.on_index_replaced()
 
     def close(self) -> None:
         if self._publisher is not None:
@@ -187,15 +205,15 @@ class Store:
     def create_agent(self, agent_id: str, name: str | None = None) -> Agent:
         paths.agent_id(agent_id)
         name = agent_id if name is None else _agent_name(name)
-        with self.index.write() as conn:
+        with self.index.write_session() as ix:
             # Canonical but not indexed (a crash before the index commit, or a lost
             # index): adopt it in its own transaction, so the Conflict below keeps it.
-            if index.agent(conn, agent_id) is None:
+            if ix.agent(agent_id) is None:
                 existing = self.agent_record(agent_id)
                 if existing is not None:
-                    self.adopt_record(conn, existing)
-        with self.index.write() as conn:
-            if index.agent(conn, agent_id) is not None:
+                    self.adopt_record(ix, existing)
+        with self.index.write_session() as ix:
+            if ix.agent(agent_id) is not None:
                 raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
             # Leftovers of an erase that was interrupted must not leak into a new agent.
             for key in list(self.backend.list(layout.agent_prefix(agent_id))):
@@ -213,9 +231,9 @@ class Store:
             body = json.dumps(record, ensure_ascii=False).encode() + b"\n"
             if not self.backend.put_if_absent(layout.agent_key(agent_id), body):
                 raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
-            index.put_agent(conn, agent_id, name, store_id, created)
+            ix.put_agent(agent_id, name, store_id, created)
             durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
-            row = index.agent(conn, agent_id)
+            row = ix.agent(agent_id)
         assert row is not None
         return Agent.of(row)
 
@@ -233,10 +251,9 @@ class Store:
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptionError(f"agent record of {agent_id!r} is unreadable: {exc}") from None
 
-    def adopt_record(self, conn: index.Connection, record: Mapping[str, Any]) -> None:
+    def adopt_record(self, ix: WriteSession, record: Mapping[str, Any]) -> None:
         """Index an agent from its canonical record (reindex, import, a lost index)."""
-        index.put_agent(
-            conn,
+        ix.put_agent(
             record["agentId"],
             record["name"],
             record["memoryStoreId"],
@@ -250,33 +267,33 @@ class Store:
 
     def get_agent(self, agent_id: str) -> Agent:
         paths.agent_id(agent_id)
-        with self.index.read() as conn:
-            return Agent.of(_require_agent(conn, agent_id))
+        with self.index.read_session() as ix:
+            return Agent.of(_require_agent(ix, agent_id))
 
     def list_agents(
         self, prefix: str = "", *, after: str | None = None, limit: int = 200
     ) -> list[Agent]:
-        with self.index.read() as conn:
-            return [Agent.of(r) for r in index.agents(conn, prefix, after, limit)]
+        with self.index.read_session() as ix:
+            return [Agent.of(r) for r in ix.agents(prefix, after, limit)]
 
     def agent_stats(self, agent_id: str) -> tuple[int, int]:
         """(number of memories, their total bytes)."""
-        with self.index.read() as conn:
-            _require_agent(conn, agent_id)
-            return index.agent_stats(conn, agent_id)
+        with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
+            return ix.agent_stats(agent_id)
 
     def ever_written(self, agent_id: str) -> bool:
         """Whether a memory of the agent was ever written (its summary is ``waiting`` until)."""
-        with self.index.read() as conn:
-            return index.ever_written(conn, agent_id)
+        with self.index.read_session() as ix:
+            return ix.ever_written(agent_id)
 
     def erase_agent(self, agent_id: str) -> None:
         """Erase an agent and its whole history, irrecoverably."""
         paths.agent_id(agent_id)
-        with self.index.write() as conn:
-            if index.agent(conn, agent_id) is None and self.agent_record(agent_id) is None:
+        with self.index.write_session() as ix:
+            if ix.agent(agent_id) is None and self.agent_record(agent_id) is None:
                 raise NotFound(f"agent {agent_id!r} does not exist", field="agentId")
-            index.drop_agent(conn, agent_id)
+            ix.drop_agent(agent_id)
             # The record goes first: without it, whatever an interrupted erase leaves is
             # a leftover that fsck reports and the next create of this id removes.
             self.backend.delete(layout.agent_key(agent_id))
@@ -361,106 +378,123 @@ class Store:
         paths.agent_id(agent_id)
         ops = [_validated(op) for op in ops]
         self._refuse_symlinks(agent_id, ops)
-        for attempt in range(_RACE_RETRIES):
-            # The first attempt plans on the index's head without probing the log for
-            # entries past it (a crashed writer's, another node's): creating the next
-            # entry is that probe. An answer that writes nothing (a no-op or a refusal)
-            # is checked by looking, and judged again on the caught-up head if stale.
-            behind: int | None = None
-            # Set once this commit's log entry is durable and ours: from then on it is
-            # committed, whatever happens to the index (a full disk, say).
-            durable: CommitResult | None = None
-            try:
-                with self.index.write() as conn:
-                    row = _require_agent(conn, agent_id)
-                    if attempt:
-                        row = self._catch_up(conn, row)
-                    else:
-                        behind = row.revision
-                    states = index.PathStates(
-                        conn, agent_id, lambda sha: self._read_blob(conn, agent_id, sha)
-                    )
-                    plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
-                    if not plan.changes and agent_name is None:
-                        if behind is not None and self._has_entry(agent_id, behind + 1):
-                            raise _LostRace
-                        return CommitResult(row.revision, None, _read(conn, agent_id, read_back))
-                    for change in plan.changes:
-                        if change.after is not None and change.content is None:
-                            key = layout.blob_key(agent_id, change.after)
-                            self.backend.put_if_absent(key, plan.contents[change.after])
-                    ts = max(now_us(), row.last_ts + 1, index.clock(conn) + 1)
-                    commit = Commit(
-                        agent_id=agent_id,
-                        revision=row.revision + 1,
-                        ts=ts,
-                        actor=actor,
-                        message=message,
-                        changes=tuple(plan.changes),
-                        agent_name=agent_name,
-                    )
-                    key = layout.log_key(agent_id, commit.revision)
-                    entry = commit.to_bytes()
-                    published = self._publish_entry(key, entry)
-                    # The tree is brought to the commit before the transaction commits
-                    # (published when the with ends; discarded on any error): a crash
-                    # after that commit but before the tree would leave a stale tree
-                    # that no catch-up repairs (the index would be up to date), and the
-                    # next writer of the path would take its file for a hand edit.
-                    with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
-                        try:
-                            index.apply_commit(conn, commit, ts, plan.contents, entry)
-                            tree.stage()  # new tree files are made meanwhile too
-                        finally:
-                            won = published.result()
-                            if won:
-                                durable = CommitResult(
-                                    commit.revision, commit, written_row(plan, commit, read_back)
-                                )
-                        if not won:
-                            raise _LostRace
-                    if self.on_commit is not None:
-                        self.on_commit()
-                    row_after = written_row(plan, commit, read_back)
-                    if row_after is None:
-                        row_after = _read(conn, agent_id, read_back)
-                    return CommitResult(commit.revision, commit, row_after)
-            except _LostRace:
-                continue
-            except Damaged:
+        attempt = functools.partial(
+            self._commit_once, agent_id, ops, actor=actor, message=message,
+            agent_name=agent_name, read_back=read_back,
+        )
+        conflict = functools.partial(Conflict, "too many concurrent writers; try again")
+        return cas.retry_lost_races(attempt, tries=_RACE_RETRIES, conflict=conflict)
+
+    def _commit_once(
+        self,
+        agent_id: str,
+        ops: Sequence[Op],
+        attempt: int,
+        *,
+        actor: str,
+        message: str,
+        agent_name: str | None,
+        read_back: str | None,
+    ) -> CommitResult | cas.Lost:
+        """One attempt at committing ``ops`` (attempt 0 plans on the index's head):
+        ``cas.LOST`` when another writer took entry N + 1 first, or when an answer was
+        judged on a stale head."""
+        # The first attempt plans on the index's head without probing the log for
+        # entries past it (a crashed writer's, another node's): creating the next
+        # entry is that probe. An answer that writes nothing (a no-op or a refusal)
+        # is checked by looking, and judged again on the caught-up head if stale.
+        behind: int | None = None
+        # Set once this commit's log entry is durable and ours: from then on it is
+        # committed, whatever happens to the index (a full disk, say).
+        durable: CommitResult | None = None
+        try:
+            with self.index.write_session() as ix:
+                row = _require_agent(ix, agent_id)
+                if attempt:
+                    row = self._catch_up(ix, row)
+                else:
+                    behind = row.revision
+                content = functools.partial(self._read_blob, ix, agent_id)
+                states = _States(ix, agent_id, content)
+                plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
+                if not plan.changes and agent_name is None:
+                    if behind is not None and self._has_entry(agent_id, behind + 1):
+                        raise _LostRace
+                    return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
+                for change in plan.changes:
+                    if change.after is not None and change.content is None:
+                        key = layout.blob_key(agent_id, change.after)
+                        self.backend.put_if_absent(key, plan.contents[change.after])
+                ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+                commit = Commit(
+                    agent_id=agent_id,
+                    revision=row.revision + 1,
+                    ts=ts,
+                    actor=actor,
+                    message=message,
+                    changes=tuple(plan.changes),
+                    agent_name=agent_name,
+                )
+                key = layout.log_key(agent_id, commit.revision)
+                entry = commit.to_bytes()
+                published = self._publish_entry(key, entry)
+                # The tree is brought to the commit before the transaction commits
+                # (published when the with ends; discarded on any error): a crash
+                # after that commit but before the tree would leave a stale tree
+                # that no catch-up repairs (the index would be up to date), and the
+                # next writer of the path would take its file for a hand edit.
+                with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
+                    try:
+                        ix.apply_commit(commit, ts, plan.contents, entry)
+                        tree.stage()  # new tree files are made meanwhile too
+                    finally:
+                        won = published.result()
+                        if won:
+                            written = written_row(plan, commit, read_back)
+                            durable = CommitResult(commit.revision, commit, written)
+                    if not won:
+                        raise _LostRace
+                if self.on_commit is not None:
+                    self.on_commit()
+                row_after = written_row(plan, commit, read_back)
+                if row_after is None:
+                    row_after = _read(ix, agent_id, read_back)
+                return CommitResult(commit.revision, commit, row_after)
+        except _LostRace:
+            return cas.LOST
+        except Damaged:
+            raise
+        except Exception as exc:
+            if durable is not None:
+                # The log entry is the commit: acknowledge it. The index missed it
+                # and takes it from the log at the next write's catch-up.
+                log.warning(
+                    "r%d of %r is committed but not indexed (%s); the index catches up",
+                    durable.revision,
+                    agent_id,
+                    exc,
+                )
+                return durable
+            if not isinstance(exc, MemfsError):
                 raise
-            except Exception as exc:
-                if durable is not None:
-                    # The log entry is the commit: acknowledge it. The index missed it
-                    # and takes it from the log at the next write's catch-up.
-                    log.warning(
-                        "r%d of %r is committed but not indexed (%s); the index catches up",
-                        durable.revision,
-                        agent_id,
-                        exc,
-                    )
-                    return durable
-                if not isinstance(exc, MemfsError):
-                    raise
-                if behind is not None:
-                    if self._has_entry(agent_id, behind + 1):
-                        continue  # judged on a stale head: judge again after catching up
-                    raise  # judged on the head, and no catch-up was rolled back
-                # The refusal rolled back the catch-up it was judged after; apply it
-                # again so readers see the head that the refusal saw.
-                self.sync(agent_id)
-                raise
-        raise Conflict("too many concurrent writers; try again")
+            if behind is not None:
+                if self._has_entry(agent_id, behind + 1):
+                    return cas.LOST  # judged on a stale head: judge again, caught up
+                raise  # judged on the head, and no catch-up was rolled back
+            # The refusal rolled back the catch-up it was judged after; apply it
+            # again so readers see the head that the refusal saw.
+            self.sync(agent_id)
+            raise
 
     def _record(
         self,
-        conn: index.Connection,
+        ix: WriteSession,
         commit: Commit,
         visible_at: int,
         contents: dict[str, bytes],
         entry: bytes,
     ) -> None:
-        index.apply_commit(conn, commit, visible_at, contents, entry)
+        ix.apply_commit(commit, visible_at, contents, entry)
         publish_tree(self._tree(commit.agent_id), commit, contents, None)
 
     def _refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
@@ -486,7 +520,7 @@ class Store:
             self._publisher = ThreadPoolExecutor(1, "memfs-publish")
         return self._publisher.submit(self.backend.put_if_absent, key, entry)
 
-    def _catch_up(self, conn: index.Connection, row: AgentRow) -> AgentRow:
+    def _catch_up(self, ix: WriteSession, row: AgentRow) -> AgentRow:
         """Apply log entries past the index's revision (left by a crashed writer)."""
         revision = row.revision
         while True:
@@ -504,12 +538,12 @@ class Store:
                 contents = self._contents(commit, key)
             except CorruptionError as exc:
                 raise Damaged(row.agent_id, key, exc.message) from None
-            visible_at = max(now_us(), index.clock(conn) + 1, commit.ts)
-            self._record(conn, commit, visible_at, contents, data)
+            visible_at = max(now_us(), ix.clock() + 1, commit.ts)
+            self._record(ix, commit, visible_at, contents, data)
             revision += 1
         if revision == row.revision:
             return row
-        fresh = index.agent(conn, row.agent_id)
+        fresh = ix.agent(row.agent_id)
         assert fresh is not None
         return fresh
 
@@ -537,9 +571,9 @@ class Store:
 
     # ---- reading -----------------------------------------------------------------
 
-    def _read_blob(self, conn: index.Connection, agent_id: str, sha256: str) -> bytes:
+    def _read_blob(self, ix: ReadSession, agent_id: str, sha256: str) -> bytes:
         """A content, checked against its sha256 (Damaged if no copy of it is intact)."""
-        data = index.blob(conn, agent_id, sha256)
+        data = ix.blob(agent_id, sha256)
         if data is not None:
             if hashlib.sha256(data).hexdigest() == sha256:
                 return data
@@ -551,7 +585,7 @@ class Store:
             if data is None:
                 raise Damaged(agent_id, key, "content is missing") from None
             # Inline in a log entry: the index's copy was the only one at hand.
-            first = index.first_revision_with(conn, agent_id, sha256)
+            first = ix.first_revision_with(agent_id, sha256)
             where = layout.log_key(agent_id, first) if first else key
             reason = f"content does not match its sha256 {sha256[:12]}…"
             raise Damaged(agent_id, where, reason) from None
@@ -564,8 +598,8 @@ class Store:
         exc.known = True
         log.error("agent %r is damaged: %s: %s", exc.agent_id, exc.file, exc.reason)
         try:
-            with self.index.write() as conn:
-                index.mark_damaged(conn, exc.agent_id, exc.file, exc.reason)
+            with self.index.write_session() as ix:
+                ix.mark_damaged(exc.agent_id, exc.file, exc.reason)
         except Exception as error:  # the request is refused either way
             log.error("could not record the damage of %r: %s", exc.agent_id, error)
 
@@ -573,13 +607,13 @@ class Store:
     def read(self, agent_id: str, path: str, version: int | None = None) -> Memory:
         """The current memory at ``path``, or its version ``version`` (past ones too)."""
         path = paths.memory_path(path)
-        with self.index.read() as conn:
-            _require_agent(conn, agent_id)
+        with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
             if version is None:
-                row = index.memory(conn, agent_id, path)
+                row = ix.memory(agent_id, path)
                 if row is None:
                     raise NotFound(f"{path} does not exist", field="path")
-                data = self._read_blob(conn, agent_id, row.sha256)
+                data = self._read_blob(ix, agent_id, row.sha256)
                 return Memory(
                     path,
                     data,
@@ -594,7 +628,7 @@ class Store:
             if version < 1:
                 raise InvalidRequest("version must be an integer >= 1", field="version")
             # SQLite integers are 64-bit: a larger version can't exist (nor be bound).
-            past = index.version(conn, agent_id, path, version) if version < 2**63 else None
+            past = ix.version(agent_id, path, version) if version < 2**63 else None
             if past is None:
                 raise NotFound(f"{path} has no version {version}", field="version")
             if past.sha256 is None:
@@ -602,7 +636,7 @@ class Store:
                     f"version {version} of {path} is its deletion; read version {version - 1}",
                     field="version",
                 )
-            data = self._read_blob(conn, agent_id, past.sha256)
+            data = self._read_blob(ix, agent_id, past.sha256)
             return Memory(
                 path,
                 data,
@@ -627,10 +661,9 @@ class Store:
     ) -> tuple[list[MemoryRow | FolderEntry], bool]:
         """A page of one folder's memories (and subfolders with ``depth_one``)."""
         folder = paths.folder_prefix(folder)
-        with self.index.read() as conn:
-            _require_agent(conn, agent_id)
-            return index.list_memories(
-                conn,
+        with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
+            return ix.list_memories(
                 agent_id,
                 folder,
                 after=after,
@@ -652,10 +685,9 @@ class Store:
         """A listing page as the stored listing JSON of its memories (no Python object
         per memory: the fast path of ``GET …/memories``); through ``list_memories`` for
         an agent the index doesn't hold, to answer its 404."""
-        with self.index.read() as conn:
-            if index.agent(conn, agent_id) is not None:
-                return index.list_memories_json(
-                    conn,
+        with self.index.read_session() as ix:
+            if ix.agent(agent_id) is not None:
+                return ix.list_memories_json(
                     agent_id,
                     folder,
                     after=after,
@@ -677,19 +709,17 @@ class Store:
         filters: Sequence[tuple[str, str]] = (),
     ) -> int:
         folder = paths.folder_prefix(folder)
-        with self.index.read() as conn:
-            _require_agent(conn, agent_id)
-            return index.count_memories(
-                conn, agent_id, folder, depth_one=depth_one, filters=filters
-            )
+        with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
+            return ix.count_memories(agent_id, folder, depth_one=depth_one, filters=filters)
 
     def versions(
         self, agent_id: str, path: str, *, after: int = 0, limit: int = 200
     ) -> list[VersionRow]:
         path = paths.memory_path(path)
-        with self.index.read() as conn:
-            _require_agent(conn, agent_id)
-            rows = index.versions(conn, agent_id, path, after, limit)
+        with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
+            rows = ix.versions(agent_id, path, after, limit)
             if not rows and after == 0:
                 raise NotFound(f"{path} has no history", field="path")
             return rows
@@ -700,9 +730,9 @@ class Store:
         """Commits newest first, optionally only those that touched ``path``."""
         if path is not None:
             path = paths.memory_path(path)
-        with self.index.read() as conn:
-            _require_agent(conn, agent_id)
-            return index.commits(conn, agent_id, before=before, limit=limit, path=path)
+        with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
+            return ix.commits(agent_id, before=before, limit=limit, path=path)
 
     def commit_at(self, agent_id: str, revision: int) -> Commit:
         """The canonical log entry of ``revision``, read from the backend."""
@@ -720,8 +750,8 @@ class Store:
 
     @_records_damage
     def content_of(self, agent_id: str, sha256: str) -> bytes:
-        with self.index.read() as conn:
-            return self._read_blob(conn, agent_id, sha256)
+        with self.index.read_session() as ix:
+            return self._read_blob(ix, agent_id, sha256)
 
     def sync(self, agent_id: str | None = None) -> int:
         """Apply log entries a crashed writer left unindexed; returns how many agents moved."""
@@ -729,9 +759,9 @@ class Store:
         moved = 0
         for one in ids:
             try:
-                with self.index.write() as conn:
-                    row = index.agent(conn, one)
-                    if row is not None and self._catch_up(conn, row) is not row:
+                with self.index.write_session() as ix:
+                    row = ix.agent(one)
+                    if row is not None and self._catch_up(ix, row) is not row:
                         moved += 1
             except Damaged as exc:  # that agent is refused; the others catch up
                 self.record_damage(exc)
@@ -752,16 +782,16 @@ class _LostRace(Exception):
     """Another writer created the log entry we meant to create."""
 
 
-def _require_agent(conn: index.Connection, agent_id: str) -> AgentRow:
+def _require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
     """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
-    row = index.agent(conn, agent_id)
+    row = ix.agent(agent_id)
     if row is None:
         raise NotFound(
             f"agent {agent_id!r} does not exist; create it with "
             f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
             field="agentId",
         )
-    damage = index.damage(conn, agent_id)
+    damage = ix.damage(agent_id)
     if damage is not None:
         exc = Damaged(agent_id, *damage)
         exc.known = True

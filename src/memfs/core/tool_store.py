@@ -30,8 +30,8 @@ class StoreTool:
     def is_folder(self, path: str) -> bool:
         if path == paths.ROOT:
             return True
-        with self.store.index.read() as conn:
-            return index.is_folder(conn, self.agent_id, path)
+        with self.store.index.read_session() as ix:
+            return ix.is_folder(self.agent_id, path)
 
     def files_under(self, folder: str) -> list[tuple[str, int]]:
         out: list[tuple[str, int]] = []

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from memfs.canonical import layout
 from memfs.canonical.backend import Backend
 from memfs.core import cas
+from memfs.core.store import Store
 from memfs.domain import paths
 from memfs.domain.commits import format_ts, now_us, parse_ts
 from memfs.domain.webhook_verify import generate_secret, parse_secret
@@ -118,6 +119,11 @@ def check_action(value: object) -> dict[str, Any]:
 class Triggers:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+
+    @classmethod
+    def of(cls, store: Store) -> Triggers:
+        """The triggers of ``store``'s data: how an edge reaches them (never the backend)."""
+        return cls(store.backend)
 
     def _latest(self, agent_id: str, trigger_id: str) -> dict[str, Any] | None:
         last = None

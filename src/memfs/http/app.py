@@ -275,13 +275,14 @@ class MemfsApp:
 
 def build(settings: config.Settings) -> MemfsApp:
     store = Store(settings.data, memory_bytes=settings.memory_bytes)
+    healing.watch(store)  # a file deleted or replaced under the server is rebuilt
     # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
     healing.heal(store)
     maintenance.sweep_temp_files(store)
     store.on_commit = metrics.commit_made
     services = Services(
         store=store,
-        keys=KeyRing(store.backend),
+        keys=KeyRing.of(store),
         signer=Signer.for_data_dir(settings.data),
         settings=settings,
         admin_key=AdminKey(settings.data, settings.admin_key),

@@ -24,7 +24,7 @@ def _agent(ctx: Ctx, action: str) -> str:
 
 
 def _triggers(ctx: Ctx) -> Triggers:
-    return Triggers(ctx.store.backend)
+    return Triggers.of(ctx.store)
 
 
 def _guard(ctx: Ctx) -> CommandGuard:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any, Protocol
 
 from memfs.derived.index.runs import RunRow
@@ -160,3 +161,11 @@ class Index(Protocol):
     def checkpoint(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+class WatchedIndex(Index, Protocol):
+    """An index in a file the store watches: ``on_reopen`` is called when a session
+    finds the file deleted or replaced, so the store checks ``path`` against the log."""
+
+    path: Path
+    on_reopen: Callable[[], None] | None
