@@ -19,7 +19,7 @@ from memfs import config
 from memfs.derived.index.factory import open_index
 from memfs.derived.index.postgres import IndexUnreachable, PostgresIndex
 from memfs.errors import InvalidRequest, Unavailable
-from servers_real import free_port
+from servers_real import RealServer, free_port
 
 
 def _memfs(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -132,3 +132,33 @@ def test_postgresql_down_is_retryable_and_heals_without_reopening(
             assert r.agent("bob") is not None
     finally:
         idx.close()
+
+
+def test_a_server_on_postgresql_answers_503_while_it_is_down_and_recovers(
+    own_server: PostgresServer, tmp_path: Path
+) -> None:
+    """A real ``memfs serve`` with MEMFS_INDEX: its index lives in PostgreSQL (no SQLite
+    file), a command on the same index reads what it wrote, PostgreSQL stopped is a
+    503 with retryable:true (never a 500 or a hang), and started again the same server
+    process serves again."""
+    url = own_server.new_database()
+    data = tmp_path / "data"
+    page = "/v1/agents/demo/memories/notes/hi.md"
+    with RealServer(data, env={"MEMFS_INDEX": url}) as server, server.client() as client:
+        assert client.put("/v1/agents/demo", json={"name": "demo"}).status_code == 201
+        put = client.put(page, content=b"# hi\n", headers={"Content-Type": "text/markdown"})
+        assert put.status_code in (200, 201), put.text
+        assert not (data / "index.sqlite").exists() and not list(data.glob("**/*.sqlite"))
+        listed = _memfs("--index", url, "ls", "demo", "--data", str(data))
+        assert listed.returncode == 0 and "notes/hi.md" in listed.stdout, listed.stderr
+        pid = server.pid
+        own_server.stop()
+        for _ in range(3):
+            down = client.get(page)
+            assert down.status_code == 503, down.text
+            body = down.json()
+            assert body["code"] == "unavailable" and body["details"]["retryable"] is True
+        restart(own_server)
+        again = client.get(page)
+        assert again.status_code == 200 and again.json()["path"] == "/memories/notes/hi.md"
+        assert server.pid == pid and server.proc is not None and server.proc.poll() is None

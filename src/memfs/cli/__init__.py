@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"memfs: {exc.message}", file=sys.stderr)
             return EXIT_CODES.get(exc.code, 1)
     try:  # before the data folder: a bad index setting creates nothing
-        indexes.open_for_store(config.index_location("MEMFS_INDEX (--index)", args.index or ""))
+        location = config.index_location("MEMFS_INDEX (--index)", args.index or "")
+        indexes.open_for_store(location)
     except MemfsError as exc:
         print(f"memfs: {exc.message}", file=sys.stderr)
         return EXIT_CODES.get(exc.code, 1)
@@ -96,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memfs: {problem}", file=sys.stderr)
         return 2
     try:
-        store = Store(args.data)
+        store = Store(args.data, index_location=location)
     except OSError as exc:
         print(f"memfs: can't open data folder {args.data}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -121,4 +122,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         store.close()
-

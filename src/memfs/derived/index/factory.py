@@ -10,7 +10,7 @@ from memfs.errors import InvalidRequest
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def open_index(location: str | None, file: Path) -> base.Index:
+def open_index(location: str | None, file: Path) -> base.WatchedIndex:
     """The index at ``location`` (``MEMFS_INDEX``): None for the SQLite ``file``, a
     ``postgresql://`` URL for a PostgreSQL database shared by many servers. Raises
     InvalidRequest for another location and ``Unavailable`` (one line naming the

@@ -23,8 +23,9 @@ resumes by itself, on the first request, once the database is back.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -79,8 +80,11 @@ class PostgresIndex:
 
     def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
+        # The seam's file watch (``base.WatchedIndex``) has no counterpart here: no file
+        # can be deleted or replaced under a server, so ``on_reopen`` is never called.
+        self.path = Path(redacted(url))
+        self.on_reopen: Callable[[], None] | None = None
         self.created = False
-        self.on_reopen = None  # the SQLite index's file watch has no counterpart here
         self._migrate()
         self._pool = Pool(url, size=pool_size, connect_timeout=CONNECT_TIMEOUT, wait=POOL_WAIT)
 
