@@ -11,6 +11,9 @@ from memfs.core.store import Store
 
 AGENT_ID = "users/alice/assistant"
 
+# Real engines for the tests that need one (session fixtures, started on first use).
+pytest_plugins = ["engine_postgres"]
+
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 import memfs.canonical.backend
@@ -19,23 +20,30 @@ import memfs.core.store
 from memfs.canonical import layout
 from memfs.core.store import Delete, Move, Put, Store
 from memfs.derived.index import MemoryRow
+from memfs.derived.index.postgres import PostgresIndex
 from memfs.domain.commits import CREATED, MODIFIED, Change, Commit, parse_ts
 from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every Store test runs on each backend, but those marked ``on_disk`` (they read
-    the data folder's files: the on-disk format is LocalBackend's alone)."""
+    """Every Store test runs on each backend, and on the PostgreSQL index, but those
+    marked ``on_disk`` (they read the data folder's files: the on-disk format is
+    LocalBackend's and the SQLite index's alone)."""
     if "store" in metafunc.fixturenames:
         on_disk = metafunc.definition.get_closest_marker("on_disk") is not None
-        metafunc.parametrize("store", ["local"] if on_disk else ["local", "memory"], indirect=True)
+        params = ["local"] if on_disk else ["local", "memory", "postgresql"]
+        metafunc.parametrize("store", params, indirect=True)
 
 
 @pytest.fixture
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A Store on ``tmp_path / "data"`` with the backend of the test's parameter."""
+    """A Store on ``tmp_path / "data"`` with the backend of the test's parameter
+    ("postgresql": LocalBackend with the index in a fresh PostgreSQL database)."""
     backend = memfs.canonical.backend.MemoryBackend() if request.param == "memory" else None
-    opened = Store(tmp_path / "data", backend=backend)
+    location = None
+    if request.param == "postgresql":
+        location = request.getfixturevalue("postgres_server").new_database()
+    opened = Store(tmp_path / "data", backend=backend, index_location=location)
     try:
         yield opened
     finally:
@@ -96,6 +104,14 @@ def log_entries(store: Store, agent_id: str) -> list[dict[str, Any]]:
 
 
 def index_rows(store: Store, agent_id: str) -> dict[str, int]:
+    if isinstance(store.index, PostgresIndex):
+        with psycopg.connect(store.index.url) as pg:
+            return {
+                t: pg.execute(
+                    f"SELECT COUNT(*) FROM {t} WHERE agent_id=%s", (agent_id,)
+                ).fetchone()[0]  # type: ignore[index]
+                for t in TABLES
+            }
     conn = sqlite3.connect(store.index.path)
     try:
         return {

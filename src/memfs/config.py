@@ -36,6 +36,9 @@ class Settings:
     # Command actions run programs: an operator feature, off unless asked for.
     allow_commands: bool = False
     run_user: str = "nobody"
+    # The derived index's location: None for SQLite in the data folder, or a
+    # postgresql:// URL (libpq's) for an index shared by many servers.
+    index: str | None = None
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -62,6 +65,7 @@ ENVIRONMENT = (
     "MEMFS_HOST",
     "MEMFS_ALLOW_COMMANDS",
     "MEMFS_RUN_USER",
+    "MEMFS_INDEX",
     *(env for env, _lo, _hi in _INTEGERS.values()),
 )
 
@@ -79,6 +83,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         ("host", "MEMFS_HOST"),
         ("allow_commands", "MEMFS_ALLOW_COMMANDS"),
         ("run_user", "MEMFS_RUN_USER"),
+        ("index", "MEMFS_INDEX"),
     ):
         if var in env:
             raw[name] = (var, env[var])
@@ -130,9 +135,30 @@ def _check(name: str, source: str, value: object) -> object:
                 f"{source}={value!r}: expected the name of an unprivileged user, e.g. nobody"
             )
         return user
+    if name == "index":
+        return index_location(source, value)
     if name == "admin_key":
         key = str(value)
         if len(key) < 16 or not key.isascii() or not key.isprintable() or " " in key:
             raise InvalidRequest(f"{source}: the admin key must be 16+ printable ASCII characters")
         return key
     return value
+
+
+INDEX_SCHEMES = ("postgresql://", "postgres://")
+
+
+def index_location(source: str, value: object) -> str | None:
+    """A ``MEMFS_INDEX`` / ``--index`` value checked: None (empty: SQLite in the data
+    folder) or a PostgreSQL URL; raises InvalidRequest naming ``source``."""
+    text = str(value).strip()
+    if not text:
+        return None
+    if "\x00" in text or not text.isprintable() or not text.startswith(INDEX_SCHEMES):
+        # Only the scheme is shown: a URL may carry a password.
+        shown = text.split("://", 1)[0] + "://…" if "://" in text else text[:40]
+        raise InvalidRequest(
+            f"{source}={shown!r}: expected a PostgreSQL URL such as"
+            " postgresql://USER:PASSWORD@HOST:5432/DATABASE (unset: SQLite in the data folder)"
+        )
+    return text

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from memfs import __version__
+from memfs import __version__, config
 from memfs.cli import audit, backup, integrity, keys, memories, serve, webhooks
 from memfs.cli.base import EXIT_CODES, Parser, common_options
-from memfs.core import faults, healing, maintenance
+from memfs.core import faults, healing, indexes, maintenance
 from memfs.core.store import Store
 from memfs.errors import Damaged, MemfsError
 
@@ -37,6 +37,7 @@ def build_parser() -> Parser:
     common_options(parser, argparse.SUPPRESS)
     parser.set_defaults(
         data=Path(os.environ.get("MEMFS_DATA", "data")),
+        index=os.environ.get("MEMFS_INDEX"),
         json=False,
         actor=maintenance.default_actor(),
     )
@@ -85,12 +86,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MemfsError as exc:
             print(f"memfs: {exc.message}", file=sys.stderr)
             return EXIT_CODES.get(exc.code, 1)
+    try:  # before the data folder: a bad index setting creates nothing
+        location = config.index_location("MEMFS_INDEX (--index)", args.index or "")
+        indexes.open_for_store(location)
+    except MemfsError as exc:
+        print(f"memfs: {exc.message}", file=sys.stderr)
+        return EXIT_CODES.get(exc.code, 1)
     problem = _data_folder_problem(args)
     if problem is not None:
         print(f"memfs: {problem}", file=sys.stderr)
         return 2
     try:
-        store = Store(args.data)
+        store = Store(args.data, index_location=location)
     except OSError as exc:
         print(f"memfs: can't open data folder {args.data}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -115,4 +122,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         store.close()
-

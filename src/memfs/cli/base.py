@@ -105,6 +105,13 @@ def common_options(parser: argparse.ArgumentParser, default: Any) -> None:
         "--data", type=Path, default=default, help="data folder (default: $MEMFS_DATA or ./data)"
     )
     parser.add_argument(
+        "--index",
+        default=default,
+        metavar="URL",
+        help="a postgresql:// index shared by many servers (default: $MEMFS_INDEX, or"
+        " SQLite in the data folder)",
+    )
+    parser.add_argument(
         "--json", action="store_true", default=default, help="print JSON instead of text"
     )
     parser.add_argument("--actor", default=default, help="who commits are recorded as")

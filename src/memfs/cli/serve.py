@@ -75,6 +75,7 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
         name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key", "allow_commands")
     }
     overrides["data"] = str(args.data)
+    overrides["index"] = getattr(args, "index", None)
     return config.load(os.environ, overrides)
 
 
@@ -112,6 +113,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
     }
     if settings.admin_key:
         env["MEMFS_ADMIN_KEY"] = settings.admin_key
+    if settings.index:
+        env["MEMFS_INDEX"] = settings.index
     os.environ.update(env)
     where = f"in {path} (mode 0600)" if path else "from MEMFS_ADMIN_KEY"
     print(

@@ -36,8 +36,9 @@ from memfs.core.planner import written_row
 from memfs.core.tree_commit import TreeCommit
 from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived import index
-from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
+from memfs.derived.index import AgentRow, CommitRow, FolderEntry, MemoryRow, VersionRow
 from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
+from memfs.derived.index.factory import open_index
 from memfs.derived.worktree import WorkTree
 from memfs.domain import paths
 from memfs.domain.commits import (
@@ -157,13 +158,15 @@ class Store:
         backend: Backend | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         index_file: Path | None = None,
+        index_location: str | None = None,
     ) -> None:
         self.data_dir = data_dir
         durable.private_folder(data_dir)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
-        # Typed as the seam, not the SQLite class: the core reaches the index only
-        # through sessions, never through a connection.
-        self.index: WatchedIndex = Index(index_file or layout.index_path(data_dir))
+        # Typed as the seam: the core reaches the index only through sessions. Where it
+        # is: ``index_location`` (MEMFS_INDEX, postgresql://…), else SQLite in the folder.
+        file = index_file or layout.index_path(data_dir)
+        self.index: WatchedIndex = open_index(index_location, file)
         # Concurrent run registrations share one index transaction (core.runs).
         self.registrations: GroupCommit[Any] = GroupCommit()
         # True while this process rebuilds a deleted or replaced index (memfs.core.healing).

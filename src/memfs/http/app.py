@@ -274,7 +274,7 @@ class MemfsApp:
 
 
 def build(settings: config.Settings) -> MemfsApp:
-    store = Store(settings.data, memory_bytes=settings.memory_bytes)
+    store = Store(settings.data, memory_bytes=settings.memory_bytes, index_location=settings.index)
     healing.watch(store)  # a file deleted or replaced under the server is rebuilt
     # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
     healing.heal(store)

@@ -14,6 +14,9 @@ suite by subclassing and saying how to open one on a file::
 from __future__ import annotations
 
 import hashlib
+import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -152,3 +155,455 @@ class IndexContract:
             assert live_b is None
         finally:
             opened.close()
+
+    # Bytewise order: "-" (0x2d) < "/" (0x2f) < "0" (0x30), uppercase before lowercase,
+    # and non-ASCII after ASCII. A linguistic collation orders these differently.
+    BYTEWISE = (
+        "/memories/B.md",
+        "/memories/a-c.md",
+        "/memories/a/b.md",
+        "/memories/a/é.md",
+        "/memories/a0.md",
+        "/memories/z.md",
+        "/memories/é.md",
+        "/memories/日本.md",
+    )
+
+    def _load(self, opened: Index, paths: tuple[str, ...]) -> None:
+        with opened.write_session() as s:
+            s.put_agent(AGENT, "Alice", "store-1", 5)
+            for revision, name in enumerate(reversed(paths), start=1):
+                commit, contents = _commit(revision, name, f"# {revision}\n".encode(), ts=revision)
+                s.apply_commit(commit, revision, contents, commit.to_bytes())
+
+    def test_listings_page_in_bytewise_path_order(self, path: Path) -> None:
+        opened = self.open_index(path)
+        try:
+            self._load(opened, self.BYTEWISE)
+            expected = sorted(self.BYTEWISE, key=lambda p: p.encode())
+            assert list(self.BYTEWISE) == expected
+            with opened.read_session() as s:
+                page, more = s.list_memories(
+                    AGENT, "/memories", after=None, limit=100, depth_one=False
+                )
+                assert [m.path for m in page] == expected and not more
+                seen: list[str] = []
+                after: str | None = None
+                while True:  # one entry per page: every keyset cursor lands where it should
+                    one, more = s.list_memories(
+                        AGENT, "/memories", after=after, limit=1, depth_one=False
+                    )
+                    seen += [m.path for m in one]
+                    if not more:
+                        break
+                    after = one[-1].path
+                assert seen == expected
+                json_page = s.list_memories_json(
+                    AGENT, "/memories", after=None, limit=3, depth_one=False
+                )
+                assert json_page.last == expected[2] and json_page.more
+                top, more = s.list_memories(
+                    AGENT, "/memories", after=None, limit=100, depth_one=True
+                )
+                assert [m.path for m in top] == [
+                    "/memories/B.md",
+                    "/memories/a-c.md",
+                    "/memories/a",
+                    "/memories/a0.md",
+                    "/memories/z.md",
+                    "/memories/é.md",
+                    "/memories/日本.md",
+                ]
+                assert type(top[2]).__name__ == "FolderEntry" and not more
+                rest, _ = s.list_memories(
+                    AGENT, "/memories", after="/memories/a/", limit=100, depth_one=True
+                )
+                assert [m.path for m in rest] == [p.path for p in top[3:]]
+                assert s.count_memories(AGENT, "/memories", depth_one=True) == 7
+                assert s.count_memories(AGENT, "/memories/a", depth_one=False) == 2
+                assert s.is_folder(AGENT, "/memories/a") and not s.is_folder(AGENT, "/memories/a-c")
+                agents = s.agents("", None, 10)
+            assert [a.agent_id for a in agents] == [AGENT]
+        finally:
+            opened.close()
+
+    def test_two_instances_on_one_index_keep_the_as_of_rule(self, path: Path) -> None:
+        """Two servers (instances) on one index: a commit stamped by one after the other
+        read the clock never shows in a walk pinned at that reading, and a writer of
+        one instance waits for the other's write transaction and stamps after it."""
+        node_a = self.open_index(path)
+        node_b = self.open_index(path)
+        try:
+            with node_a.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+            stamped = threading.Event()
+            release = threading.Event()
+            stamps: dict[str, int] = {}
+
+            def commit_on(node: Index, name: str, revision: int, *, hold: bool) -> None:
+                with node.write_session() as s:
+                    at = max(time.time_ns() // 1000, s.clock() + 1)
+                    commit, contents = _commit(revision, f"/memories/{name}.md", b"x\n", ts=at)
+                    s.apply_commit(commit, at, contents, commit.to_bytes())
+                    stamps[name] = at
+                    if hold:
+                        stamped.set()
+                        assert release.wait(60)
+
+            writer_b = threading.Thread(
+                target=commit_on, args=(node_b, "b", 1), kwargs={"hold": True}
+            )
+            writer_b.start()
+            assert stamped.wait(60)
+            # B's commit is stamped but not yet committed: A's reading precedes it.
+            with node_a.read_session() as r:
+                pin = r.clock()
+            assert pin < stamps["b"]
+            writer_a = threading.Thread(
+                target=commit_on, args=(node_a, "a", 2), kwargs={"hold": False}
+            )
+            writer_a.start()
+            release.set()
+            writer_b.join(60)
+            writer_a.join(60)
+            assert not writer_a.is_alive() and not writer_b.is_alive()
+            assert stamps["a"] > stamps["b"]  # A waited for B's transaction, then stamped
+            for node in (node_a, node_b):
+                with node.read_session() as r:
+                    pinned = r.version_rows(("", "", 0), AGENT + "\x00", pin, 10)
+                    now = r.version_rows(("", "", 0), AGENT + "\x00", r.clock(), 10)
+                    assert r.clock() >= stamps["a"]  # each node reads the other's writes
+                assert pinned == []
+                assert [r[1] for r in now] == ["/memories/a.md", "/memories/b.md"]
+        finally:
+            node_a.close()
+            node_b.close()
+
+    def test_every_query_answers_the_same_on_every_engine(self, path: Path) -> None:
+        """Metadata filters and totals, versions and history, runs and their steps, the
+        scope walkers, damage, savepoints and erasing one agent: what each answers."""
+        opened = self.open_index(path)
+        other = AGENT + "/helper"
+        try:
+            with opened.write_session() as s:
+                for agent_id in (AGENT, other):
+                    s.put_agent(agent_id, agent_id.title(), "store-1", 5)
+                data = b"---\nkind: note\n---\n"
+                sha = hashlib.sha256(data).hexdigest()
+                tagged = Change(
+                    "/memories/t.md",
+                    CREATED,
+                    1,
+                    None,
+                    sha,
+                    len(data),
+                    content=data.decode(),
+                    description="d",
+                    metadata={"kind": "note", "n": 2},
+                )
+                first = Commit(AGENT, 1, 1_000, "tester", "one", (tagged,))
+                s.apply_commit(first, 1_000, {sha: data}, first.to_bytes())
+                second, more = _commit(2, "/memories/u.md", b"u\n", ts=2_000)
+                s.apply_commit(second, 2_000, more, second.to_bytes())
+                newer = b"---\nkind: idea\n---\n"
+                nsha = hashlib.sha256(newer).hexdigest()
+                update = Change(
+                    "/memories/t.md",
+                    "updated",
+                    2,
+                    sha,
+                    nsha,
+                    len(newer),
+                    content=newer.decode(),
+                    metadata={"kind": "idea"},
+                )
+                third = Commit(AGENT, 3, 3_000, "tester", "three", (update,))
+                s.apply_commit(third, 3_000, {nsha: newer}, third.to_bytes())
+                helper, helper_contents = _commit(1, "/memories/h.md", b"h\n", ts=2_500)
+                helper = Commit(other, 1, 2_500, "tester", "h", helper.changes)
+                s.apply_commit(helper, 2_500, helper_contents, helper.to_bytes())
+                run = [
+                    AGENT,
+                    "r1",
+                    "t1",
+                    "w1",
+                    "delayed",
+                    1,
+                    3,
+                    500,
+                    100,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    1,
+                    "k1",
+                ]
+                s.put_run(run)
+                s.put_run(
+                    [
+                        AGENT,
+                        "r2",
+                        "t1",
+                        "w2",
+                        "succeeded",
+                        1,
+                        3,
+                        None,
+                        200,
+                        210,
+                        220,
+                        0,
+                        "out",
+                        None,
+                        2,
+                        "k2",
+                    ]
+                )
+                s.add_run_step(AGENT, "r1", 1, 100, 1_500, "created", 0, "{}")
+                s.add_run_step(AGENT, "r1", 1, 100, 9_999, "created", 0, "{}")  # kept once
+                s.mark_damaged(other, "log/x", "bad")
+                s.savepoint("sp")
+                s.put_agent("zed", "Zed", "store-1", 5)
+                s.rollback_to("sp")
+                s.release("sp")
+            with opened.read_session() as r:
+                assert r.agent("zed") is None
+                assert r.agent_ids() == {AGENT, other}
+                assert sorted(r.agent_heads()) == [(AGENT, 3), (other, 1)]
+                assert r.agent_stats(AGENT) == (2, len(newer) + 2)
+                kinds = r.list_memories(
+                    AGENT, "", after=None, limit=10, depth_one=False, filters=[("kind", "idea")]
+                )[0]
+                assert [m.path for m in kinds] == ["/memories/t.md"]
+                assert r.count_memories(AGENT, "", depth_one=False, filters=[("kind", "note")]) == 0
+                assert r.count_memories(AGENT, "", depth_one=False) == 2
+                assert r.count_memories(AGENT, "", depth_one=True) == 1  # the folder /memories
+                t = r.memory(AGENT, "/memories/t.md")
+                assert t is not None and (t.version, t.created_at, t.updated_at) == (
+                    2,
+                    1_000,
+                    3_000,
+                )
+                assert t.metadata == {"kind": "idea"}
+                assert [v.version for v in r.versions(AGENT, "/memories/t.md", 0, 10)] == [1, 2]
+                v1 = r.version(AGENT, "/memories/t.md", 1)
+                assert v1 is not None and (v1.valid_to, v1.description, v1.message) == (
+                    3_000,
+                    "d",
+                    "one",
+                )
+                assert v1.metadata == {"kind": "note", "n": 2}
+                assert r.last_version(AGENT, "/memories/t.md") == 2
+                history = r.commits(AGENT, before=None, limit=10, path="/memories/t.md")
+                assert [c.revision for c in history] == [3, 1]
+                assert [c.revision for c in r.commits(AGENT, before=3, limit=10)] == [2, 1]
+                assert "content" not in json.dumps(history[0].changes)
+                entry = r.commit_entry(AGENT, 3)
+                assert entry is not None and entry[:3] == (3_000, "tester", "three")
+                assert sorted(r.commit_revisions(AGENT)) == [1, 2, 3]
+                assert r.first_revision_with(AGENT, nsha) == 3
+                assert r.has_version_larger_than(AGENT, sha, 1)
+                assert not r.has_version_larger_than(AGENT, sha, len(data))
+                assert r.blob(AGENT, nsha) == newer and r.blob(other, nsha) is None
+                assert sorted(sha for sha, _ in r.cached_blobs(AGENT)) == sorted(
+                    [sha, nsha, second.changes[0].after or ""]
+                )
+                assert r.live_paths(AGENT, ["/memories/t.md", "/memories/x.md"]) == {
+                    "/memories/t.md"
+                }
+                assert sorted(r.live_contents(AGENT)) == sorted(
+                    [("/memories/t.md", nsha), ("/memories/u.md", second.changes[0].after or "")]
+                )
+                assert r.ever_written(AGENT) and not r.ever_written("zed")
+                assert r.damage(other) == ("log/x", "bad") and r.damage(AGENT) is None
+                assert r.damaged_agents() == [(other, "log/x", "bad")]
+                assert r.runs_by_status() == {"delayed": 1, "succeeded": 1}
+                row = r.run_row(AGENT, "r1")
+                assert row is not None and list(row) == run
+                assert [x[1] for x in r.due_run_rows(499, 10)] == []
+                assert [x[1] for x in r.due_run_rows(500, 10)] == ["r1"]
+                page = r.run_rows(AGENT, trigger_id="t1", status=None, after=(100, "r1"), limit=5)
+                assert [x[1] for x in page] == ["r2"]
+                counts = r.run_counts(AGENT)
+                assert counts == {
+                    "by_status": {"delayed": 1, "succeeded": 1},
+                    "last_finished": 220,
+                    "next_retry": 500,
+                }
+                assert r.finished_deliveries(300) == [(AGENT, "r2", "k2")]
+                steps = r.step_rows("agent", AGENT, (-1, "", -1), 2_000, 10, commits=False)
+                assert [(x[0], x[3], x[4], x[9]) for x in steps] == [(1_500, "r1", 1, "created")]
+                scope = r.step_rows("scope", AGENT, (-1, "", -1), 10_000, 10, commits=True)
+                assert [(x[1], x[4]) for x in scope] == [
+                    (AGENT, 1),
+                    (AGENT, 2),
+                    (other, 1),
+                    (AGENT, 3),
+                ]
+                assert r.live_version_at(AGENT, "/memories/t.md", 2_999) == 1
+                assert r.live_version_at(AGENT, "/memories/t.md", 3_000) == 2
+                every = r.version_rows(("", "", 0), AGENT + "0", 10_000, 10)
+                assert [(x[0], x[1], x[2]) for x in every] == [
+                    (AGENT, "/memories/t.md", 1),
+                    (AGENT, "/memories/t.md", 2),
+                    (AGENT, "/memories/u.md", 1),
+                    (other, "/memories/h.md", 1),
+                ]
+                assert [a.agent_id for a in r.agents(AGENT, AGENT, 10)] == [other]
+            with opened.write_session() as s:
+                s.forget_delivery(AGENT, "r2")
+                s.drop_agent(other)
+                s.clear_damage(AGENT)
+            with opened.read_session() as r:
+                assert r.finished_deliveries(300) == []
+                assert r.agent_ids() == {AGENT} and r.damaged_agents() == []
+                assert r.version_rows(("", "", 0), AGENT + "0", 10_000, 10)[-1][0] == AGENT
+            with opened.write_session() as s:
+                s.clear_tables(["runs", "run_steps"])
+            with opened.read_session() as r:
+                assert r.runs_by_status() == {} and r.agent(AGENT) is not None
+            opened.checkpoint()
+        finally:
+            opened.close()
+
+    def test_text_with_nul_and_control_characters_is_kept_exactly(self, path: Path) -> None:
+        """The log may hold NUL in a description, metadata, a commit message or a run's
+        output (the memory tool's lenient writes, YAML's "\\0"): the index keeps each
+        exactly, and filters match it."""
+        opened = self.open_index(path)
+        odd = "a\x00b \x01lead"
+        lead = "\x01starts with the marker"
+        try:
+            data = b"x\n"
+            sha = hashlib.sha256(data).hexdigest()
+            change = Change(
+                "/memories/n.md",
+                CREATED,
+                1,
+                None,
+                sha,
+                len(data),
+                content=data.decode(),
+                description=odd,
+                metadata={"k\x00": lead, "plain": odd},
+            )
+            commit = Commit(AGENT, 1, 1_000, "act\x00or", odd, (change,), agent_name=lead)
+            with opened.write_session() as s:
+                s.put_agent(AGENT, odd, "store-1", 5)
+                s.apply_commit(commit, 1_000, {sha: data}, commit.to_bytes())
+                s.put_run(
+                    [
+                        AGENT,
+                        "r1",
+                        "t1",
+                        "w1",
+                        "failed",
+                        1,
+                        1,
+                        None,
+                        100,
+                        101,
+                        102,
+                        1,
+                        odd,
+                        lead,
+                        1,
+                        None,
+                    ]
+                )
+                s.add_run_step(AGENT, "r1", 1, 100, 1_000, "finished", 1, odd)
+                s.mark_damaged(AGENT, odd, lead)
+            with opened.read_session() as r:
+                m = r.memory(AGENT, "/memories/n.md")
+                assert m is not None and m.description == odd
+                assert m.metadata == {"k\x00": lead, "plain": odd}
+                found = r.list_memories(
+                    AGENT, "", after=None, limit=5, depth_one=False, filters=[("plain", odd)]
+                )[0]
+                assert [x.path for x in found] == ["/memories/n.md"]
+                assert r.count_memories(AGENT, "", depth_one=False, filters=[("k\x00", lead)]) == 1
+                row = r.commits(AGENT, before=None, limit=1)[0]
+                assert (row.actor, row.message) == ("act\x00or", odd)
+                agent = r.agent(AGENT)
+                assert agent is not None and agent.name == lead
+                run = r.run_row(AGENT, "r1")
+                assert run is not None and (run[12], run[13]) == (odd, lead)
+                steps = r.step_rows("agent", AGENT, (-1, "", -1), 1_000, 5, commits=False)
+                assert steps[0][8] == odd
+                assert r.damage(AGENT) == (odd, lead)
+                assert [x[5] for x in r.live_rows(AGENT)] == [1_000]
+                assert r.live_rows(AGENT)[0][3] == odd
+        finally:
+            opened.close()
+
+    def test_a_bulk_loaded_log_answers_as_the_same_commits_applied_one_by_one(
+        self, tmp_path: Path
+    ) -> None:
+        """Reindex's bulk load gives the rows that applying each commit gives."""
+        data = b"---\ndescription: first\nkind: a\n---\n"
+        sha = hashlib.sha256(data).hexdigest()
+        newer = b"second\n"
+        nsha = hashlib.sha256(newer).hexdigest()
+        made = Change(
+            "/memories/x.md",
+            CREATED,
+            1,
+            None,
+            sha,
+            len(data),
+            content=data.decode(),
+            description="first",
+            metadata={"kind": "a"},
+        )
+        updated = Change("/memories/x.md", "updated", 2, sha, nsha, len(newer), content="second\n")
+        other, other_contents = _commit(2, "/memories/y.md", b"y\n", ts=2_000)
+        gone = Change("/memories/y.md", DELETED, 2, other.changes[0].after, None)
+        log = [
+            Commit(AGENT, 1, 1_000, "tester", "one", (made,)),
+            other,
+            Commit(AGENT, 3, 3_000, "tester", "three", (updated,)),
+            Commit(AGENT, 4, 4_000, "tester", "four", (gone,), agent_name="Renamed"),
+        ]
+        contents = {sha: data, nsha: newer, **other_contents}
+        answers = []
+        for name, bulk in (("applied", False), ("loaded", True)):
+            opened = self.open_index(tmp_path / f"{name}.sqlite")
+            try:
+                with opened.write_session() as s:
+                    s.put_agent(AGENT, "Alice", "store-1", 5)
+                    if bulk:
+                        entries = [
+                            (f"log/{c.revision}", c.to_bytes().decode(), json.loads(c.to_bytes()))
+                            for c in log
+                        ]
+                        assert s.bulk_load(AGENT, entries, contents.__getitem__) == 4
+                    else:
+                        for c in log:
+                            s.apply_commit(c, c.ts, contents, c.to_bytes())
+                with opened.read_session() as r:
+                    answers.append(
+                        (
+                            r.agent(AGENT),
+                            r.clock(),
+                            r.list_memories(AGENT, "", after=None, limit=10, depth_one=False),
+                            r.versions(AGENT, "/memories/x.md", 0, 10),
+                            r.versions(AGENT, "/memories/y.md", 0, 10),
+                            r.commits(AGENT, before=None, limit=10),
+                            sorted(r.cached_blobs(AGENT)),
+                            sorted(r.live_rows(AGENT)),
+                            r.count_memories(AGENT, "", depth_one=False, filters=[("kind", "a")]),
+                            r.version_rows(("", "", 0), AGENT + "\x00", 10_000, 10),
+                            r.step_rows("agent", AGENT, (-1, -1), 10_000, 10, commits=True),
+                        )
+                    )
+            finally:
+                opened.close()
+        assert answers[0] == answers[1]
+        agent = answers[1][0]
+        assert agent is not None and (agent.name, agent.revision, agent.last_ts) == (
+            "Renamed",
+            4,
+            4_000,
+        )

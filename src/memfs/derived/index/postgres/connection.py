@@ -1,0 +1,189 @@
+"""The PostgreSQL index: a connection pool, read and write sessions, the write lock.
+
+Many memfs servers share one database. What the SQLite index does with its flock and
+thread lock, this does with one transaction-scoped advisory lock (``WRITE_LOCK``): a
+write session is a READ COMMITTED transaction whose first statement waits for that lock,
+so writers of every node queue on it and each statement after it sees every write
+committed before. The visibility clock lives in the ``meta`` row ``clock`` and is read
+and raised inside those transactions, so the asOf rule holds across nodes: a commit
+takes ``visible_at = max(now, clock + 1)`` under the lock and raises the clock in the
+same transaction, and a reader's ``readTimestamp`` is the clock its snapshot saw. A
+commit acknowledged after that read was stamped under the lock after the reader's
+snapshot, hence after that clock value, and never shows in a walk pinned to it.
+
+A read session is a REPEATABLE READ READ ONLY transaction: one snapshot for all its
+queries, as SQLite's deferred transaction gives.
+
+PostgreSQL unreachable (refused, reset, timed out, restarting) is ``Unavailable``:
+503 and retryable at the edges. A pooled connection found dead when a session starts
+is dropped with the other idle ones and a new one made (``pool.py``), so service
+resumes by itself, on the first request, once the database is back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import Connection
+
+from memfs.derived.index.postgres import schema
+from memfs.derived.index.postgres.pool import Pool
+from memfs.derived.index.postgres.reads import PgRead
+from memfs.derived.index.postgres.writes import PgWrite
+from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.errors import Unavailable
+
+# The advisory lock every write session holds: "memfs" in ASCII, a key no other
+# application of the database is likely to use.
+WRITE_LOCK = 0x6D656D6673
+_BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+CONNECT_TIMEOUT = 10
+# How long a session waits for a pooled connection before answering 503.
+POOL_WAIT = 30.0
+POOL_SIZE = 16
+
+
+class IndexUnreachable(Unavailable):
+    """The PostgreSQL index cannot be reached or refused us (retryable)."""
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password, if any, replaced by ``***`` (for messages and logs)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://…"
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host += f":{parts.port}"
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a driver error: libpq's messages run to several."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0].strip()
+
+
+class PostgresIndex:
+    """The derived index in a PostgreSQL database shared by every memfs server."""
+
+    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
+        self.url = url
+        # The seam's file watch (``base.WatchedIndex``) has no counterpart here: no file
+        # can be deleted or replaced under a server, so ``on_reopen`` is never called.
+        self.path = Path(redacted(url))
+        self.on_reopen: Callable[[], None] | None = None
+        self.created = False
+        self._migrate()
+        self._pool = Pool(url, size=pool_size, connect_timeout=CONNECT_TIMEOUT, wait=POOL_WAIT)
+
+    def _migrate(self) -> None:
+        """Create or upgrade the tables, under the write lock (one node at a time: a
+        second server starting waits, then finds the schema current)."""
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+        except psycopg.Error as exc:
+            raise IndexUnreachable(
+                f"cannot open the PostgreSQL index {redacted(self.url)}: {_reason(exc)}"
+            ) from None
+        with conn:
+            conn.execute(_BEGIN_WRITE)
+            try:
+                conn.execute(schema.TABLES[0])  # meta
+                row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                if row is None:
+                    self.created = True
+                    schema.create(conn)
+                elif int(row[0]) not in schema.KNOWN_SCHEMAS:
+                    raise IndexUnreachable(
+                        f"the PostgreSQL index {redacted(self.url)} has schema {row[0]},"
+                        f" which this memfs (schema {SCHEMA_VERSION}) does not know: run the"
+                        " memfs version that wrote it, or point MEMFS_INDEX at an empty database"
+                    )
+                else:
+                    schema.migrate(conn, int(row[0]))
+                    schema.create(conn)  # tables and indexes added without a version bump
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _session(self, begin: str) -> Iterator[Connection[tuple[Any, ...]]]:
+        """A pooled connection inside a transaction opened by ``begin``; committed when
+        the block ends, rolled back on any error; driver outages become Unavailable."""
+        try:
+            conn = self._start(begin)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if not conn.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._pool.putconn(conn)
+        except psycopg.OperationalError as exc:
+            raise IndexUnreachable(
+                f"the PostgreSQL index is unavailable ({_reason(exc)}); retry shortly"
+            ) from None
+
+    def _start(self, begin: str) -> Connection[tuple[Any, ...]]:
+        """A pooled connection with ``begin`` run on it. A connection found dead (the
+        database restarted or went away while it sat idle) is dropped with every other
+        idle one, and a new connection is made: its failure is the answer."""
+        conn = self._pool.getconn()
+        try:
+            conn.execute(begin)
+            return conn
+        except psycopg.OperationalError:
+            self._pool.putconn(conn)
+            self._pool.drop_idle()
+        conn = self._pool.getconn()  # a fresh connection: nothing idle is left
+        try:
+            conn.execute(begin)
+        except BaseException:
+            self._pool.putconn(conn)
+            raise
+        return conn
+
+    @contextmanager
+    def read_session(self) -> Iterator[PgRead]:
+        with self._session(_BEGIN_READ) as conn:
+            yield PgRead(conn)
+
+    @contextmanager
+    def write_session(self) -> Iterator[PgWrite]:
+        with self._session(_BEGIN_WRITE) as conn:
+            yield PgWrite(conn)
+
+    def checkpoint(self) -> None:
+        """Reclaim the space of deleted rows (after an erase): VACUUM each table, so the
+        erased rows' tuples are made reusable now rather than at autovacuum's next pass."""
+        try:
+            conn = self._pool.getconn()
+            try:
+                for table in DERIVED_TABLES:
+                    conn.execute(f"VACUUM {table}")
+            finally:
+                self._pool.putconn(conn)
+        except psycopg.OperationalError as exc:
+            raise IndexUnreachable(
+                f"the PostgreSQL index is unavailable ({_reason(exc)}); retry shortly"
+            ) from None
+
+    def close(self) -> None:
+        self._pool.close()

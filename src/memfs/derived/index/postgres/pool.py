@@ -1,0 +1,96 @@
+"""A small connection pool that fails fast: the PostgreSQL index's connections.
+
+psycopg_pool connects in background workers: while the database is down a checkout
+waits its whole timeout (a request hangs for 30 s instead of answering 503), and after
+the database comes back its reconnect backoff can keep the pool empty for minutes.
+Here a checkout takes an idle connection, or connects in the calling thread: a database
+that is down is an immediate error naming the reason, and the first request after it
+is back connects again. At most ``size`` connections exist at once; a checkout beyond
+that waits (up to ``wait`` seconds) for one to be returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+import psycopg
+from psycopg import Connection
+
+Conn = Connection[tuple[Any, ...]]
+
+
+class PoolExhausted(psycopg.OperationalError):
+    """Every connection stayed busy for the whole wait."""
+
+
+class Pool:
+    def __init__(self, url: str, *, size: int, connect_timeout: int, wait: float) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.wait = wait
+        self._idle: list[Conn] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+        self._closed = False
+
+    def connect(self) -> Conn:
+        # Keepalives and a TCP user timeout: a database host that vanishes (no RST) is
+        # noticed in seconds by a waiting query, rather than after the kernel's hours.
+        return psycopg.connect(
+            self.url,
+            autocommit=True,
+            connect_timeout=self.connect_timeout,
+            keepalives=1,
+            keepalives_idle=5,
+            keepalives_interval=2,
+            keepalives_count=3,
+            tcp_user_timeout=15_000,
+        )
+
+    def getconn(self) -> Conn:
+        """An idle connection (newest first), else a new one; raises OperationalError."""
+        if not self._slots.acquire(timeout=self.wait):
+            raise PoolExhausted(f"no free index connection within {self.wait:.0f}s")
+        try:
+            with self._lock:
+                if self._closed:
+                    raise psycopg.OperationalError("the index is closed")
+                conn = self._idle.pop() if self._idle else None
+            return conn if conn is not None else self.connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def putconn(self, conn: Conn) -> None:
+        """Give back a connection taken with ``getconn``: kept if it is idle and sound,
+        closed otherwise (broken by an outage, or left inside a transaction)."""
+        try:
+            sound = (
+                not conn.closed
+                and not conn.broken
+                and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            )
+            with self._lock:
+                if sound and not self._closed:
+                    self._idle.append(conn)
+                    return
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        finally:
+            self._slots.release()
+
+    def drop_idle(self) -> None:
+        """Close every idle connection (after one was found dead: the others, opened
+        before the same outage, are dead too)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.drop_idle()

@@ -1,0 +1,137 @@
+"""The PostgreSQL index's tables and its migrations: small named steps, applied in order.
+
+The tables are the SQLite index's (``derived/index/schema.py``), with the same schema
+numbers, so ``ReadSession.schema()`` means the same on both engines. Every key column
+is ``COLLATE "C"``: listings page by path in bytewise UTF-8 order, as SQLite compares
+text, whatever collation the database was created with (a managed database's default
+is usually a linguistic one, where "B" < "a" and "/" sorts after "0").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from psycopg import Connection
+
+from memfs.derived.index.rows import listing_text
+from memfs.derived.index.schema import SCHEMA_VERSION
+
+C = 'TEXT COLLATE "C"'
+
+TABLES = (
+    'CREATE TABLE IF NOT EXISTS meta(key TEXT COLLATE "C" PRIMARY KEY, value BIGINT NOT NULL)',
+    f"""CREATE TABLE IF NOT EXISTS agents(
+  agent_id {C} PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
+  created_at BIGINT NOT NULL, revision BIGINT NOT NULL DEFAULT 0,
+  last_ts BIGINT NOT NULL DEFAULT 0)""",
+    f"""CREATE TABLE IF NOT EXISTS commits(
+  agent_id {C} NOT NULL, revision BIGINT NOT NULL, ts BIGINT NOT NULL,
+  visible_at BIGINT NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
+  changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision))""",
+    "CREATE INDEX IF NOT EXISTS commits_by_visibility ON commits(visible_at, agent_id, revision)",
+    "CREATE INDEX IF NOT EXISTS commits_by_agent_visibility"
+    " ON commits(agent_id, visible_at, revision)",
+    f"""CREATE TABLE IF NOT EXISTS versions(
+  agent_id {C} NOT NULL, path {C} NOT NULL, version BIGINT NOT NULL,
+  revision BIGINT NOT NULL, operation TEXT NOT NULL, sha256 TEXT, bytes BIGINT NOT NULL,
+  description TEXT, metadata TEXT NOT NULL, valid_from BIGINT NOT NULL, valid_to BIGINT,
+  visible_from BIGINT NOT NULL, visible_to BIGINT,
+  PRIMARY KEY(agent_id, path, version))""",
+    "CREATE INDEX IF NOT EXISTS versions_by_content ON versions(agent_id, sha256)",
+    f"""CREATE TABLE IF NOT EXISTS memories(
+  agent_id {C} NOT NULL, path {C} NOT NULL, version BIGINT NOT NULL,
+  sha256 TEXT NOT NULL, bytes BIGINT NOT NULL, description TEXT, metadata TEXT NOT NULL,
+  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, listing TEXT NOT NULL,
+  PRIMARY KEY(agent_id, path))""",
+    f"""CREATE TABLE IF NOT EXISTS memory_meta(
+  agent_id {C} NOT NULL, path {C} NOT NULL, key {C} NOT NULL, value TEXT NOT NULL,
+  PRIMARY KEY(agent_id, path, key))""",
+    f"""CREATE TABLE IF NOT EXISTS runs(
+  agent_id {C} NOT NULL, run_id {C} NOT NULL, trigger_id TEXT NOT NULL,
+  webhook_id TEXT NOT NULL, status TEXT NOT NULL, attempt BIGINT NOT NULL,
+  max_attempts BIGINT NOT NULL, next_retry_at BIGINT, created_at BIGINT NOT NULL,
+  started_at BIGINT, finished_at BIGINT, exit_code BIGINT, output TEXT, error TEXT,
+  events BIGINT NOT NULL, delivery_key TEXT, PRIMARY KEY(agent_id, run_id))""",
+    "CREATE INDEX IF NOT EXISTS runs_by_status ON runs(status, next_retry_at)",
+    "CREATE INDEX IF NOT EXISTS runs_by_status_age ON runs(status, created_at)",
+    "CREATE INDEX IF NOT EXISTS runs_by_creation ON runs(agent_id, created_at, run_id)",
+    f"""CREATE TABLE IF NOT EXISTS run_steps(
+  agent_id {C} NOT NULL, run_id {C} NOT NULL, seq BIGINT NOT NULL, at BIGINT NOT NULL,
+  visible_at BIGINT NOT NULL, type TEXT NOT NULL, attempt BIGINT NOT NULL,
+  detail TEXT NOT NULL, PRIMARY KEY(agent_id, run_id, seq))""",
+    "CREATE INDEX IF NOT EXISTS run_steps_by_visibility"
+    " ON run_steps(visible_at, agent_id, run_id, seq)",
+    "CREATE INDEX IF NOT EXISTS run_steps_by_agent_visibility"
+    " ON run_steps(agent_id, visible_at, run_id, seq)",
+    f"""CREATE TABLE IF NOT EXISTS blobs(
+  agent_id {C} NOT NULL, sha256 {C} NOT NULL, content BYTEA NOT NULL,
+  PRIMARY KEY(agent_id, sha256))""",
+    f"""CREATE TABLE IF NOT EXISTS damage(
+  agent_id {C} PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL)""",
+)
+
+
+def _add_listing_column(conn: Connection[tuple[object, ...]]) -> None:
+    """Each live memory keeps its listing JSON (filled here, once)."""
+    conn.execute("ALTER TABLE memories ADD COLUMN listing TEXT NOT NULL DEFAULT ''")
+    rows = conn.execute(
+        "SELECT agent_id, path, bytes, sha256, description, version, updated_at FROM memories"
+    ).fetchall()
+    updates = []
+    for agent, path, size, sha, description, version, updated in rows:
+        text = listing_text(
+            str(path),
+            int(str(size)),
+            str(sha),
+            description if isinstance(description, str) else None,
+            int(str(version)),
+            int(str(updated)),
+        )
+        updates.append((text, agent, path))
+    with conn.cursor() as cur:
+        cur.executemany("UPDATE memories SET listing=%s WHERE agent_id=%s AND path=%s", updates)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One named step: turns an index of schema ``source`` into ``source + 1``."""
+
+    name: str
+    source: int
+    apply: Callable[[Connection[tuple[object, ...]]], None]
+
+
+# In order, one per schema version, mirroring the SQLite index's steps; the last one
+# leads to SCHEMA_VERSION. Tables added without a version bump (damage) need no step:
+# every statement of TABLES is CREATE … IF NOT EXISTS and runs on every open.
+MIGRATIONS = (Migration("listing_column", 1, _add_listing_column),)
+KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
+
+
+def migrate(conn: Connection[tuple[object, ...]], found: int) -> None:
+    """Apply every step from schema ``found`` on, in order, inside the caller's
+    transaction: each step in a savepoint of its own, so a failing step leaves the
+    database at the schema the previous step reached, and the error names the step."""
+    for step in MIGRATIONS:
+        if step.source < found:
+            continue
+        conn.execute(f'SAVEPOINT "{step.name}"')
+        try:
+            step.apply(conn)
+            conn.execute("UPDATE meta SET value=%s WHERE key='schema'", (step.source + 1,))
+        except BaseException:
+            conn.execute(f'ROLLBACK TO SAVEPOINT "{step.name}"')
+            conn.execute(f'RELEASE SAVEPOINT "{step.name}"')
+            raise
+        conn.execute(f'RELEASE SAVEPOINT "{step.name}"')
+
+
+def create(conn: Connection[tuple[object, ...]]) -> None:
+    """Every table and index (IF NOT EXISTS), and the schema and clock rows."""
+    for statement in TABLES:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO meta VALUES('schema', %s) ON CONFLICT(key) DO NOTHING", (SCHEMA_VERSION,)
+    )
+    conn.execute("INSERT INTO meta VALUES('clock', 0) ON CONFLICT(key) DO NOTHING")

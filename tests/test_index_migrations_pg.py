@@ -1,0 +1,94 @@
+"""The PostgreSQL index migrates an older schema in place, step by named step, when a
+server opens it (as tests/test_index_migrations.py does for SQLite), and refuses a
+schema it does not know rather than dropping what a newer memfs wrote."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import psycopg
+import pytest
+
+from memfs.derived.index.postgres import IndexUnreachable, PostgresIndex
+from memfs.derived.index.postgres.schema import MIGRATIONS
+from memfs.derived.index.schema import SCHEMA_VERSION
+from memfs.domain.commits import CREATED, Change, Commit
+
+AGENT = "alice"
+
+
+def _schema_1(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Before rows kept their listing JSON, and before the damage table."""
+    conn.execute("ALTER TABLE memories DROP COLUMN listing")
+    conn.execute("DROP TABLE damage")
+
+
+OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {1: _schema_1}
+
+
+def test_the_steps_lead_from_every_older_schema_to_the_current_one() -> None:
+    assert [m.source for m in MIGRATIONS] == list(range(1, SCHEMA_VERSION))
+    assert len({m.name for m in MIGRATIONS}) == len(MIGRATIONS)
+    assert set(OLDER) == set(range(1, SCHEMA_VERSION)), "a fixture per older schema"
+
+
+def _fill(idx: PostgresIndex) -> None:
+    with idx.write_session() as s:
+        s.put_agent(AGENT, "Alice", "store-1", 5)
+        for revision, name in enumerate(("b.md", "a.md", "notes/c.md"), start=1):
+            data = f"---\ndescription: {name}\n---\n".encode()
+            sha = hashlib.sha256(data).hexdigest()
+            change = Change(
+                f"/memories/{name}",
+                CREATED,
+                1,
+                None,
+                sha,
+                len(data),
+                content=data.decode(),
+                description=name,
+            )
+            commit = Commit(AGENT, revision, revision * 1000, "t", "m", (change,))
+            s.apply_commit(commit, revision * 1000, {sha: data}, commit.to_bytes())
+
+
+def _listing(idx: PostgresIndex) -> tuple[bytes, list[str]]:
+    with idx.read_session() as s:
+        page = s.list_memories_json(AGENT, "", after=None, limit=100, depth_one=False)
+        rows = sorted(r[6] for r in s.live_rows(AGENT))
+    return page.memories, rows
+
+
+@pytest.mark.parametrize("schema", sorted(OLDER))
+def test_an_index_of_an_older_schema_is_migrated_when_opened(
+    postgres_url: str, schema: int
+) -> None:
+    idx = PostgresIndex(postgres_url, pool_size=2)
+    _fill(idx)
+    before = _listing(idx)
+    idx.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        OLDER[schema](conn)
+        conn.execute("UPDATE meta SET value=%s WHERE key='schema'", (schema,))
+
+    reopened = PostgresIndex(postgres_url, pool_size=2)
+    try:
+        assert not reopened.created  # upgraded in place, not rebuilt from the log
+        with reopened.read_session() as s:
+            assert s.schema() == SCHEMA_VERSION
+            assert s.damaged_agents() == []  # the damage table is back
+        assert _listing(reopened) == before
+    finally:
+        reopened.close()
+
+
+def test_a_schema_newer_than_this_memfs_is_refused_and_kept(postgres_url: str) -> None:
+    PostgresIndex(postgres_url, pool_size=2).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value=99 WHERE key='schema'")
+    with pytest.raises(IndexUnreachable, match="has schema 99"):
+        PostgresIndex(postgres_url, pool_size=2)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone() == (99,)
+        assert conn.execute("SELECT COUNT(*) FROM agents").fetchone() == (0,)
