@@ -36,6 +36,8 @@ class Settings:
     # Command actions run programs: an operator feature, off unless asked for.
     allow_commands: bool = False
     run_user: str = "nobody"
+    # The read-only web console at /console (MEMFS_CONSOLE=0 or --no-console: off).
+    console: bool = True
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -62,6 +64,7 @@ ENVIRONMENT = (
     "MEMFS_HOST",
     "MEMFS_ALLOW_COMMANDS",
     "MEMFS_RUN_USER",
+    "MEMFS_CONSOLE",
     *(env for env, _lo, _hi in _INTEGERS.values()),
 )
 
@@ -79,6 +82,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         ("host", "MEMFS_HOST"),
         ("allow_commands", "MEMFS_ALLOW_COMMANDS"),
         ("run_user", "MEMFS_RUN_USER"),
+        ("console", "MEMFS_CONSOLE"),
     ):
         if var in env:
             raw[name] = (var, env[var])
@@ -114,7 +118,7 @@ def _check(name: str, source: str, value: object) -> object:
                     f"{source}={host!r}: expected an IP address such as 127.0.0.1 or localhost"
                 ) from None
         return host
-    if name == "allow_commands":
+    if name in ("allow_commands", "console"):
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()
