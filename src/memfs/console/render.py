@@ -65,9 +65,13 @@ def markdown() -> MarkdownIt:
     return md
 
 
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
 def looks_binary(data: bytes) -> bool:
-    """NUL bytes or text that is not UTF-8: shown as escaped raw text, never rendered."""
-    if b"\x00" in data:
+    """Control bytes (not tab, newline, CR, form feed) or text that is not UTF-8: shown
+    as escaped raw text, never rendered."""
+    if _CONTROL.search(data):
         return True
     try:
         data.decode("utf-8")
