@@ -60,12 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="overrides $MEMFS_ALLOW_COMMANDS: let the admin key create command triggers",
     )
     parser.add_argument(
-        "--no-console",
+        "--console",
         dest="serve_console",
-        action="store_const",
-        const=False,
+        action=argparse.BooleanOptionalAction,
         default=None,
-        help="overrides $MEMFS_CONSOLE: do not serve the read-only web console at /console",
+        help="overrides $MEMFS_CONSOLE: serve the read-only web console at /console"
+        " (on by default; --no-console turns it off)",
     )
     parser.add_argument(
         "--admin-key",

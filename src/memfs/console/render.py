@@ -91,8 +91,13 @@ def memory_href(path: str) -> str:
     return "/".join(quote(s, safe="") for s in inside.split("/"))
 
 
-def timestamp(value: int | None) -> str:
-    return format_ts(value) if value is not None else "—"
+def timestamp(value: int | None) -> markupsafe.Markup:
+    """A <time> to the second, its exact instant (microseconds) in ``datetime``."""
+    if value is None:
+        return markupsafe.Markup("—")
+    exact = format_ts(value)
+    shown = exact[:19].replace("T", " ") + "Z"
+    return markupsafe.Markup('<time datetime="{0}" title="{0}">{1}</time>').format(exact, shown)
 
 
 def environment() -> jinja2.Environment:
