@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Playwright, sync_playwright
@@ -36,6 +35,9 @@ ARGS = [
 ]
 
 
+SYSTEM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")  # when not on PATH
+
+
 def find_chromium(playwright: Playwright) -> str:
     configured = os.environ.get("MEMFS_CHROMIUM")
     if configured:
@@ -49,11 +51,12 @@ def find_chromium(playwright: Playwright) -> str:
     if own and os.access(own, os.X_OK):
         return own
     for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name) or (
-            f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None
-        )
+        found = shutil.which(name)
         if found:
             return found
+    for path in SYSTEM_PATHS:
+        if os.access(path, os.X_OK):
+            return path
     pytest.fail(HOW_TO_GET_ONE)
 
 

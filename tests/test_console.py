@@ -262,3 +262,22 @@ def test_memfs_console_0_and_no_console_turn_it_off() -> None:
     assert load({"MEMFS_CONSOLE": "1"}, {"console": False}).console is False
     with pytest.raises(Exception, match="MEMFS_CONSOLE"):
         load({"MEMFS_CONSOLE": "maybe"}, {})
+
+
+def test_without_a_chromium_the_browser_tests_fail_saying_how_to_get_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import browser
+
+    class NoOwnBrowser:
+        class chromium:
+            executable_path = str(tmp_path / "not-downloaded")
+
+    monkeypatch.delenv("MEMFS_CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(browser, "SYSTEM_PATHS", (str(tmp_path / "chromium"),))
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        browser.find_chromium(NoOwnBrowser())  # type: ignore[arg-type]
+    monkeypatch.setenv("MEMFS_CHROMIUM", str(tmp_path / "missing"))
+    with pytest.raises(pytest.fail.Exception, match="MEMFS_CHROMIUM"):
+        browser.find_chromium(NoOwnBrowser())  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ from memfs.errors import Forbidden, InvalidRequest, NotFound
 
 RAW_PREVIEW = 512 * 1024  # characters of raw text a memory page shows at most
 DIFF_LIMIT = 512 * 1024
+STEP_CHANGES = 20  # changes of a log step shown on the inspect page
 
 
 def _agent(view: View, action: str) -> str:
@@ -227,7 +228,7 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
         "chunks": body["vectors"]["chunks"],
         "nodes": body["graph"]["nodes"],
         "edges": body["graph"]["edges"],
-        "log": body["log"]["steps"],
+        "log": [_step(step) for step in body["log"]["steps"]],
     }
     return view.page(
         "inspect.html",
@@ -239,6 +240,15 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
         pinned=as_of_text is not None,
         first_pin={"asOf": read_at},
     )
+
+
+def _step(step: dict[str, Any]) -> dict[str, Any]:
+    """A log step with at most STEP_CHANGES of its changes (a bulk commit holds
+    thousands; the API and the CLI give them all)."""
+    changes = step.get("changes")
+    if not isinstance(changes, list) or len(changes) <= STEP_CHANGES:
+        return step
+    return {**step, "changes": changes[:STEP_CHANGES], "moreChanges": len(changes) - STEP_CHANGES}
 
 
 async def inspect_agent(view: View) -> Response:

@@ -91,6 +91,11 @@ def memory_href(path: str) -> str:
     return "/".join(quote(s, safe="") for s in inside.split("/"))
 
 
+def breakable(value: str) -> markupsafe.Markup:
+    """An id escaped, with a line-break opportunity after each '/' (narrow screens)."""
+    return markupsafe.Markup("/<wbr>").join(markupsafe.escape(part) for part in value.split("/"))
+
+
 def timestamp(value: int | None) -> markupsafe.Markup:
     """A <time> to the second, its exact instant (microseconds) in ``datetime``."""
     if value is None:
@@ -112,6 +117,7 @@ def environment() -> jinja2.Environment:
     env.filters["seg"] = segment
     env.filters["mhref"] = memory_href
     env.filters["ts"] = timestamp
+    env.filters["wbr"] = breakable
     env.filters["q"] = lambda value: quote(str(value), safe="")
     return env
 
