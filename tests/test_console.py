@@ -75,8 +75,22 @@ def test_every_console_response_sends_the_strict_headers(api: Api) -> None:
     ]
     for answer in answers:
         assert_strict_headers(answer)
-    assert [a.status_code for a in answers] == [303, 200, 200, 404, 403, 200, 200, 200, 200, 200, 404]
-    assert "<script" not in "".join(a.text for a in answers if "html" in a.headers.get("content-type", ""))
+    assert [a.status_code for a in answers] == [
+        303,
+        200,
+        200,
+        404,
+        403,
+        200,
+        200,
+        200,
+        200,
+        200,
+        404,
+    ]
+    assert "<script" not in "".join(
+        a.text for a in answers if "html" in a.headers.get("content-type", "")
+    )
 
 
 def test_pages_without_a_session_redirect_to_sign_in(api: Api) -> None:
@@ -88,7 +102,9 @@ def test_pages_without_a_session_redirect_to_sign_in(api: Api) -> None:
 
 def test_the_session_cookie_is_httponly_strict_expiring_and_holds_no_key(api: Api) -> None:
     answer = sign_in(api.client, ADMIN_KEY)
-    cookie = next(c for c in answer.headers.get_list("set-cookie") if c.startswith("memfs_console="))
+    cookie = next(
+        c for c in answer.headers.get_list("set-cookie") if c.startswith("memfs_console=")
+    )
     flags = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
     assert {"httponly", "max-age", "path"} <= flags
     assert "samesite=strict" in cookie.lower()

@@ -307,6 +307,60 @@ def test_logout_ends_the_session(context: BrowserContext, server: RealServer) ->
     expect(page).to_have_url(f"{server.url}/console/login")
 
 
+def test_keyboard_alone_signs_in_and_reaches_a_memory(
+    context: BrowserContext, server: RealServer
+) -> None:
+    page = context.new_page()
+    page.goto(f"{server.url}/console/login")
+    page.keyboard.type(ADMIN_KEY)  # the key field has the focus on arrival
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    expect(page).to_have_url(f"{server.url}/console/agents")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    # Tab through the page to the first agent's link and follow it with Enter.
+    for _ in range(20):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.className") == "agent":
+            break
+    else:
+        raise AssertionError("no agent link is reachable with Tab")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    expect(page.locator("main > h1")).to_be_visible()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_readable_at_375_px_in_both_schemes(
+    browser: Browser,  # noqa: F811
+    server: RealServer,
+    scheme: str,
+) -> None:
+    context = browser.new_context(
+        viewport={"width": 375, "height": 812},
+        color_scheme=scheme,  # type: ignore[arg-type]
+    )
+    try:
+        page = context.new_page()
+        sign_in(page, server)
+        agent = f"{server.url}/console/agents/{enc(ALICE)}"
+        for url in (
+            f"{server.url}/console/agents",
+            agent,
+            f"{agent}/memories/top.md?from=1&to=2",
+            f"{agent}/history",
+            f"{agent}/inspect",
+        ):
+            page.goto(url)
+            # Nothing makes the page itself wider than the screen (wide tables and
+            # code scroll inside their own box).
+            assert page.evaluate("document.documentElement.scrollWidth") <= 375, url
+        background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert background == ("rgb(13, 17, 23)" if scheme == "dark" else "rgb(255, 255, 255)")
+    finally:
+        context.close()
+
+
 def test_no_console_flag_serves_no_console(tmp_path: Path) -> None:
     with RealServer(tmp_path / "data", extra_args=("--no-console",)) as running:
         answer = httpx.get(f"{running.url}/console/login", timeout=30)
