@@ -297,3 +297,20 @@ def test_without_a_chromium_the_browser_tests_fail_saying_how_to_get_one(
     monkeypatch.setenv("MEMFS_CHROMIUM", str(tmp_path / "missing"))
     with pytest.raises(pytest.fail.Exception, match="MEMFS_CHROMIUM"):
         browser.find_chromium(NoOwnBrowser())  # type: ignore[arg-type]
+
+
+def test_an_expired_session_ends_and_is_swept(api: Api) -> None:
+    client = signed_in(api)
+    [file] = session_files(api)
+    record = json.loads(file.read_text())
+    file.write_text(json.dumps({**record, "expiresAt": 1.0}))
+    answer = client.get("/console/agents", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/login"
+    assert session_files(api) == []
+    # The periodic sweep removes expired sessions nobody comes back to.
+    signed_in(api)
+    [file] = session_files(api)
+    file.write_text(json.dumps({**json.loads(file.read_text()), "expiresAt": 1.0}))
+    assert api.app.console is not None
+    assert api.app.console.sessions.sweep() == 1
+    assert session_files(api) == []

@@ -151,7 +151,10 @@ class Console:
                 log.exception("unhandled error in the console")
                 translated = MemfsError("internal error")
             response = self.error_page(translated)
-        response.headers.update(SECURITY_HEADERS)
+        for name, value in SECURITY_HEADERS.items():
+            # The stylesheet may be cached; pages and errors never are (Cache-Control).
+            if name not in response.headers or name != "Cache-Control":
+                response.headers[name] = value
         await response(scope, receive, send)
 
     # ---- routing --------------------------------------------------------------------

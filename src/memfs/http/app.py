@@ -270,6 +270,11 @@ class MemfsApp:
                     await asyncio.to_thread(maintenance.sweep_temp_files, self.services.store)
                 except Exception:
                     log.exception("sweeping temp files failed")
+                if self.console is not None:
+                    try:
+                        await asyncio.to_thread(self.console.sessions.sweep)
+                    except Exception:
+                        log.exception("sweeping expired console sessions failed")
 
     async def _handle(
         self, request: Request, scope: Scope, request_id: str, matched: list[Route]
