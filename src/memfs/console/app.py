@@ -13,8 +13,6 @@ import asyncio
 import hmac
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
@@ -26,6 +24,8 @@ from starlette.types import Receive, Scope, Send
 
 from memfs.config import Settings
 from memfs.console import render
+from memfs.console.pages import PAGES
+from memfs.console.view import Page, View
 from memfs.core import faults
 from memfs.core.auth import Principal
 from memfs.core.keys import AdminKey, KeyRing
@@ -61,65 +61,6 @@ STATUS = {
 }
 
 
-@dataclass
-class View:
-    """What a page handler gets: the request, its path parameters and the session."""
-
-    console: Console
-    request: Request
-    params: dict[str, str]
-    session: Session
-    who: Principal
-    query: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def store(self) -> Store:
-        return self.console.store
-
-    @property
-    def signer(self) -> Signer:
-        return self.console.signer
-
-    def page(self, template: str, **values: Any) -> HTMLResponse:
-        return self.console.page(template, 200, self.session, self.who, **values)
-
-    def arg(self, name: str) -> str | None:
-        value = self.query.get(name)
-        return value if value else None
-
-    def limit(self) -> int:
-        return self.console.settings.page_items
-
-
-Handler = Callable[[View], Awaitable[Response]]
-
-
-@dataclass(frozen=True)
-class Page:
-    pattern: tuple[str, ...]  # literal segments, "{name}" and a last "{name*}"
-    handler: Handler
-    queries: tuple[str, ...] = ()
-
-    def match(self, segments: list[str]) -> dict[str, str] | None:
-        params: dict[str, str] = {}
-        for i, part in enumerate(self.pattern):
-            if part.endswith("*}"):
-                rest = segments[i:]
-                if not rest or any(s == "" or "/" in s for s in rest):
-                    return None
-                params[part[1:-2]] = "/".join(rest)
-                return params
-            if i >= len(segments):
-                return None
-            if part.startswith("{"):
-                if not segments[i]:
-                    return None
-                params[part[1:-1]] = segments[i]
-            elif segments[i] != part:
-                return None
-        return params if len(segments) == len(self.pattern) else None
-
-
 class Console:
     def __init__(
         self,
@@ -129,15 +70,13 @@ class Console:
         signer: Signer,
         settings: Settings,
     ) -> None:
-        from memfs.console import pages
-
         self.store = store
         self.signer = signer
         self.settings = settings
         self.sessions = Sessions(settings.data, keys, admin_key)
         self.templates: jinja2.Environment = render.environment()
         self.markdown: MarkdownIt = render.markdown()
-        self.pages: list[Page] = pages.PAGES
+        self.pages: list[Page] = PAGES
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -186,7 +125,18 @@ class Console:
             if resumed is None:
                 return RedirectResponse(f"{PREFIX}/login", status_code=303)
             query = _query(request, page.queries)
-            view = View(self, request, params, resumed[0], resumed[1], query)
+            view = View(
+                request,
+                params,
+                resumed[0],
+                resumed[1],
+                self.store,
+                self.signer,
+                self.markdown,
+                self.settings.page_items,
+                self.page,
+                query,
+            )
             return await page.handler(view)
         raise NotFound("there is no console page here", field="path")
 

@@ -13,8 +13,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfs import wire
-from memfs.console.app import Page, View
 from memfs.console.render import RENDER_LIMIT, body_of, looks_binary
+from memfs.console.view import Page, View
 from memfs.core import browse
 from memfs.core import inspect as inspecting
 from memfs.core.summary import summary
@@ -114,7 +114,7 @@ async def memory(view: View) -> Response:
     text = shown.content.decode("utf-8", errors="replace")
     rendered = None
     if not binary and len(shown.content) <= RENDER_LIMIT:
-        rendered = view.console.markdown.render(body_of(text))
+        rendered = view.markdown.render(body_of(text))
     return view.page(
         "memory.html",
         agent_id=agent_id,
