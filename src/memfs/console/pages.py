@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfs import wire
-from memfs.console.render import RENDER_LIMIT, body_of, looks_binary
+from memfs.console.render import RENDER_LIMIT, body_of, looks_binary, memory_href
 from memfs.console.view import Page, View
 from memfs.core import browse
 from memfs.core import inspect as inspecting
@@ -71,7 +71,13 @@ async def agent(view: View) -> Response:
         position = last.path + "/" if isinstance(last, FolderEntry) else last.path
         next_cursor = view.signer.encode("memories", agent_id, digest, position)
     folders = [i.path for i in items if isinstance(i, FolderEntry)]
-    memories = [i for i in items if isinstance(i, MemoryRow)]
+    # (row, its name, its URL inside the agent), made here: per row in the template
+    # they were a third of a 200-row page's render time.
+    memories = [
+        (i, i.path.rsplit("/", 1)[-1], memory_href(i.path))
+        for i in items
+        if isinstance(i, MemoryRow)
+    ]
     return view.page(
         "agent.html",
         agent_id=agent_id,

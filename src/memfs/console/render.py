@@ -114,6 +114,9 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        # Templates ship with the package and do not change under a running server;
+        # checking their files' times on every page cost as much as rendering one.
+        auto_reload=False,
     )
     env.filters["seg"] = segment
     env.filters["mhref"] = memory_href
