@@ -366,3 +366,23 @@ def test_no_console_flag_serves_no_console(tmp_path: Path) -> None:
         answer = httpx.get(f"{running.url}/console/login", timeout=30)
         assert answer.status_code == 404
         assert answer.headers["content-type"].startswith("application/json")
+
+
+def test_a_session_holds_across_worker_processes(tmp_path: Path) -> None:
+    """Sessions live in the data folder, so whichever worker takes a request knows it:
+    fresh connections (each may reach either worker) all stay signed in."""
+    from console_helpers import sign_in as sign_in_form
+
+    with RealServer(tmp_path / "data", workers=2) as running:
+        with httpx.Client(base_url=running.url, timeout=30) as first:
+            answer = sign_in_form(first, ADMIN_KEY)
+            assert answer.status_code == 303
+            cookie = first.cookies.get("memfs_console")
+        assert cookie
+        for _ in range(20):
+            with httpx.Client(
+                base_url=running.url, timeout=30, cookies={"memfs_console": cookie}
+            ) as fresh:
+                page = fresh.get("/console/agents")
+                assert page.status_code == 200, page.text
+                assert "Sign out" in page.text
