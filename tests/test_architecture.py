@@ -8,7 +8,7 @@ Each folder of ``src/memfs`` has one job and an import rule, checked here on the
 - ``derived``: rebuildable state (index, working trees); may import ``canonical`` and
   ``domain``.
 - ``core``: the use cases; may import all three.
-- edges (``http``, ``cli``, and the ``wire`` shapes they render): import ``core``,
+- edges (``http``, ``console``, ``cli``, and the ``wire`` shapes they render): import ``core``,
   ``domain``, ``errors``, ``config`` and ``wire``, never ``derived`` or ``canonical``.
 - ``client`` and ``integrations``: talk HTTP; import no server code at all.
 - ``testing``: the shipped contract suites; may import every layer but the edges.
@@ -33,7 +33,8 @@ RULES: dict[str, set[str]] = {
     "canonical": {"memfs.domain", "memfs.canonical"},
     "derived": {"memfs.domain", "memfs.canonical", "memfs.derived"},
     "core": {"memfs.domain", "memfs.canonical", "memfs.derived", "memfs.core", "memfs.config"},
-    "http": EDGE_MAY | {"memfs.http"},
+    "http": EDGE_MAY | {"memfs.http", "memfs.console"},  # http/app.py mounts the console
+    "console": EDGE_MAY | {"memfs.console"},
     "cli": EDGE_MAY | {"memfs.cli", "memfs.client"},  # the CLI pages inspect with the client
     "wire": EDGE_MAY,
     "config": set(),
@@ -51,7 +52,7 @@ RULES: dict[str, set[str]] = {
 ALLOWED_EXCEPTIONS: set[tuple[str, str]] = set()
 
 WEB_STACK = ("starlette", "uvicorn", "httpx", "anthropic")
-WEB_ROOMS = {"http", "cli", "client", "integrations"}
+WEB_ROOMS = {"http", "console", "cli", "client", "integrations"}
 
 
 def imports_of(path: Path) -> set[str]:

@@ -228,3 +228,21 @@ def test_renaming_an_agent_keeps_its_summary_state(api: Api) -> None:
     assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "idle"
     assert api.put(agent_url(), json={"name": "Again"}).status_code == 200
     assert api.get(agent_url(AGENT, "/memory")).json()["state"] == "idle"
+
+
+def test_the_summary_counts_follow_every_commit_and_a_remade_agent(api: Api) -> None:
+    """The counts are remembered per revision: each commit, and an agent erased and
+    made again at the same revision, must show the new counts."""
+    api.create_agent()
+    url = agent_url(rest="/memory")
+    api.must_write("/memories/a.md", "aa")
+    assert api.get(url).json()["memoryCount"] == 1
+    assert api.get(url).json()["memoryCount"] == 1  # read again, no commit between
+    api.must_write("/memories/b.md", "bbbb")
+    assert (api.get(url).json()["memoryCount"], api.get(url).json()["totalBytes"]) == (2, 6)
+    assert api.delete(agent_url()).status_code == 204
+    api.create_agent()
+    api.must_write("/memories/c.md", "c")
+    api.must_write("/memories/d.md", "dddddddddd")  # revision 2 again, other memories
+    body = api.get(url).json()
+    assert (body["revision"], body["memoryCount"], body["totalBytes"]) == (2, 2, 11)

@@ -39,6 +39,8 @@ class Settings:
     # The derived index's location: None for SQLite in the data folder, or a
     # postgresql:// URL (libpq's) for an index shared by many servers.
     index: str | None = None
+    # The read-only web console at /console (MEMFS_CONSOLE=0 or --no-console: off).
+    console: bool = True
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -66,6 +68,7 @@ ENVIRONMENT = (
     "MEMFS_ALLOW_COMMANDS",
     "MEMFS_RUN_USER",
     "MEMFS_INDEX",
+    "MEMFS_CONSOLE",
     *(env for env, _lo, _hi in _INTEGERS.values()),
 )
 
@@ -84,6 +87,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         ("allow_commands", "MEMFS_ALLOW_COMMANDS"),
         ("run_user", "MEMFS_RUN_USER"),
         ("index", "MEMFS_INDEX"),
+        ("console", "MEMFS_CONSOLE"),
     ):
         if var in env:
             raw[name] = (var, env[var])
@@ -119,7 +123,7 @@ def _check(name: str, source: str, value: object) -> object:
                     f"{source}={host!r}: expected an IP address such as 127.0.0.1 or localhost"
                 ) from None
         return host
-    if name == "allow_commands":
+    if name in ("allow_commands", "console"):
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()

@@ -12,6 +12,8 @@ keys/<keyId>.json                       canonical: application keys, secret hash
 agents/<dir>/memories/…                 derived: the working tree
 index.sqlite (+ .lock)                  derived: the index (the .lock file queues writers)
 admin.key, token.key                    generated secrets, mode 0600
+console/sessions/<sha256(id)>.json      console sign-in sessions, mode 0600 (core/sessions.py);
+                                        not canonical: a backup leaves them out
 (a command attempt's scratch folder is outside the data folder: <tmp>/memfs-run-*,
 owned by the run user, who can't enter the data folder; see sandbox.py)
 """

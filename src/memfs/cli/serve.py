@@ -60,6 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="overrides $MEMFS_ALLOW_COMMANDS: let the admin key create command triggers",
     )
     parser.add_argument(
+        "--console",
+        dest="serve_console",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="overrides $MEMFS_CONSOLE: serve the read-only web console at /console"
+        " (on by default; --no-console turns it off)",
+    )
+    parser.add_argument(
         "--admin-key",
         dest="serve_admin_key",
         help="overrides $MEMFS_ADMIN_KEY (default: generated into data/admin.key)",
@@ -72,7 +80,8 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
     ``memfs`` calls it before it touches the data folder, so a bad value creates nothing.
     """
     overrides: dict[str, object | None] = {
-        name: getattr(args, f"serve_{name}") for name in (*_FLAGS, "admin_key", "allow_commands")
+        name: getattr(args, f"serve_{name}")
+        for name in (*_FLAGS, "admin_key", "allow_commands", "console")
     }
     overrides["data"] = str(args.data)
     overrides["index"] = getattr(args, "index", None)
@@ -110,6 +119,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
         "MEMFS_COMMAND_GRACE_SECONDS": str(settings.command_grace_seconds),
         "MEMFS_ALLOW_COMMANDS": "1" if settings.allow_commands else "0",
         "MEMFS_RUN_USER": settings.run_user,
+        "MEMFS_CONSOLE": "1" if settings.console else "0",
     }
     if settings.admin_key:
         env["MEMFS_ADMIN_KEY"] = settings.admin_key

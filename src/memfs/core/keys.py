@@ -115,6 +115,18 @@ class KeyRing:
                 out.append(_key(record))
         return out
 
+    def fingerprint(self, key_id: str) -> str | None:
+        """A digest of the key's stored secret hash, None once it is revoked: a console
+        session holds it to notice a revocation, or a key id revoked and made again."""
+        try:
+            paths.simple_id(key_id, field="keyId")
+        except InvalidRequest:
+            return None
+        record = self._record(key_id)
+        if record is None:
+            return None
+        return hashlib.sha256(str(record["secretSha256"]).encode()).hexdigest()
+
     def revoke(self, key_id: str) -> None:
         self.get(key_id)
         self.backend.delete(_PREFIX + key_id + ".json")

@@ -6,6 +6,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs import wire
+from memfs.core.browse import agents_page
 from memfs.core.store import Agent
 from memfs.core.summary import summary as agent_summary
 from memfs.domain import paths
@@ -44,32 +45,16 @@ async def put_agent(ctx: Ctx) -> Response:
 
 async def list_agents(ctx: Ctx) -> Response:
     ctx.allow_query("prefix", "limit", "cursor")
-    ctx.who.require("memories:read")
-    prefix = ctx.query("prefix", "") or ""
-    limit = ctx.limit()
-    digest = prefix
-    after = None
-    cursor = ctx.query("cursor")
-    if cursor:
-        after = ctx.services.signer.decode(cursor, "agents", "", digest, field="cursor")
-        if not isinstance(after, str):
-            raise InvalidRequest("cursor is not valid here", field="cursor")
-    # Only agents the key covers count, so that a page before the end is never empty
-    # and nextCursor is null exactly when no visible agent follows.
-    page: list[Agent] = []
-    while len(page) <= limit:
-        batch = ctx.store.list_agents(prefix, after=after, limit=limit + 1)
-        page += [a for a in batch if ctx.who.covers(a.agent_id)]
-        if len(batch) <= limit:
-            break
-        after = batch[-1].agent_id
-    more = len(page) > limit
-    page = page[:limit]
-    items = [_agent_json(a) for a in page]
-    next_cursor = (
-        ctx.services.signer.encode("agents", "", digest, page[-1].agent_id) if more else None
+    page = agents_page(
+        ctx.store,
+        ctx.services.signer,
+        ctx.who,
+        ctx.query("prefix", "") or "",
+        ctx.query("cursor"),
+        ctx.limit(),
     )
-    return JSONResponse({"agents": items, "nextCursor": next_cursor})
+    items = [_agent_json(a) for a in page.items]
+    return JSONResponse({"agents": items, "nextCursor": page.next_cursor})
 
 
 async def get_agent(ctx: Ctx) -> Response:

@@ -23,9 +23,11 @@ from types import FrameType
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from memfs import config
+from memfs.console.app import PREFIX as CONSOLE_PREFIX
+from memfs.console.app import Console
 from memfs.core import faults, healing, maintenance, metrics, sandbox
 from memfs.core.auth import authenticate
 from memfs.core.keys import AdminKey, KeyRing
@@ -113,6 +115,16 @@ class MemfsApp:
         self.router = Router(sorted(routes, key=lambda r: r.name not in HOT_ROUTES))
         self._openapi = spec(routes)
         self._templates = {r.name: openapi_path(r) for r in routes}  # the metrics' route label
+        # The read-only console: its own cookie sessions, pages and headers (console/).
+        self.console: Console | None = None
+        if services.settings.console:
+            self.console = Console(
+                services.store,
+                services.keys,
+                services.admin_key,
+                services.signer,
+                services.settings,
+            )
         # Set by SIGTERM: for shutdown_drain_seconds new requests get 503 (retryable)
         # while the listener is still open, instead of a reset connection.
         self.draining = False
@@ -132,6 +144,26 @@ class MemfsApp:
             await refusal(scope, receive, send)
             return
         started = time.perf_counter()
+        path = scope["path"]
+        if self.console is not None and (
+            path == CONSOLE_PREFIX or path.startswith(CONSOLE_PREFIX + "/")
+        ):
+            # Not /v1: a browser surface whose requests carry Origin by design; the
+            # console answers them itself (sessions, CSRF, its own headers).
+            status: list[int] = [500]
+
+            async def send_noting_status(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    status[0] = message["status"]
+                await send(message)
+
+            try:
+                await self.console(scope, receive, send_noting_status)
+            finally:
+                method = scope["method"] if scope["method"] in _METHODS else "other"
+                seconds = time.perf_counter() - started
+                metrics.request_done(CONSOLE_PREFIX, method, status[0], seconds)
+            return
         matched: list[Route] = []  # the route the request reached, for its metrics label
         try:
             response = await self._handle(Request(scope, receive), scope, request_id, matched)
@@ -238,6 +270,11 @@ class MemfsApp:
                     await asyncio.to_thread(maintenance.sweep_temp_files, self.services.store)
                 except Exception:
                     log.exception("sweeping temp files failed")
+                if self.console is not None:
+                    try:
+                        await asyncio.to_thread(self.console.sessions.sweep)
+                    except Exception:
+                        log.exception("sweeping expired console sessions failed")
 
     async def _handle(
         self, request: Request, scope: Scope, request_id: str, matched: list[Route]

@@ -8,6 +8,7 @@ from starlette.responses import JSONResponse, Response
 
 from memfs import wire
 from memfs.core.auth import header_text
+from memfs.core.browse import versions_page
 from memfs.core.tokens import query_digest
 from memfs.domain import paths
 from memfs.errors import InvalidRequest
@@ -61,9 +62,7 @@ async def list_memories(ctx: Ctx) -> Response:
     next_cursor = None
     if page.more:
         next_cursor = ctx.services.signer.encode("memories", agent_id, digest, page.last)
-    return Response(
-        wire.listing_page_body(page, total, next_cursor), media_type="application/json"
-    )
+    return Response(wire.listing_page_body(page, total, next_cursor), media_type="application/json")
 
 
 async def get_memory(ctx: Ctx) -> Response:
@@ -175,22 +174,11 @@ async def list_versions(ctx: Ctx) -> Response:
     if not raw:
         raise InvalidRequest("path is required, e.g. ?path=/memories/notes.md", field="path")
     path = paths.memory_path(raw if raw.startswith("/") else f"{paths.ROOT}/{raw}")
-    limit = ctx.limit()
-    after = 0
-    cursor = ctx.query("cursor")
-    if cursor:
-        position = ctx.services.signer.decode(cursor, "versions", agent_id, path, field="cursor")
-        if not isinstance(position, int):
-            raise InvalidRequest("cursor is not valid here", field="cursor")
-        after = position
-    rows = ctx.store.versions(agent_id, path, after=after, limit=limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = (
-        ctx.services.signer.encode("versions", agent_id, path, rows[-1].version) if more else None
+    page = versions_page(
+        ctx.store, ctx.services.signer, agent_id, path, ctx.query("cursor"), ctx.limit()
     )
     return JSONResponse(
-        {"versions": [wire.version_json(r) for r in rows], "nextCursor": next_cursor}
+        {"versions": [wire.version_json(r) for r in page.items], "nextCursor": page.next_cursor}
     )
 
 

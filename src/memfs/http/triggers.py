@@ -9,10 +9,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
 
 from memfs.core import deliveries
+from memfs.core.browse import runs_page
 from memfs.core.runs import Runs, check_run_id
 from memfs.core.triggers import CommandGuard, Triggers, command_guard
 from memfs.domain import paths
-from memfs.errors import InvalidRequest, PayloadTooLarge
+from memfs.errors import PayloadTooLarge
 from memfs.http.context import Ctx
 
 
@@ -120,28 +121,16 @@ async def deliver(ctx: Ctx) -> Response:
 async def list_runs(ctx: Ctx) -> Response:
     ctx.allow_query("triggerId", "status", "limit", "cursor")
     agent_id = _agent(ctx, "runs:read")
-    trigger_id = ctx.query("triggerId")
-    status = ctx.query("status")
-    limit = ctx.limit()
-    digest = f"{trigger_id}|{status}"
-    after = None
-    cursor = ctx.query("cursor")
-    if cursor:
-        position = ctx.services.signer.decode(cursor, "runs", agent_id, digest, field="cursor")
-        if not (isinstance(position, list) and len(position) == 2):
-            raise InvalidRequest("cursor is not valid here", field="cursor")
-        after = (int(position[0]), str(position[1]))
-    rows = _runs(ctx).list(
-        agent_id, trigger_id=trigger_id, status=status, after=after, limit=limit + 1
+    page = runs_page(
+        ctx.store,
+        ctx.services.signer,
+        agent_id,
+        trigger_id=ctx.query("triggerId"),
+        status=ctx.query("status"),
+        cursor=ctx.query("cursor"),
+        limit=ctx.limit(),
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = (
-        ctx.services.signer.encode("runs", agent_id, digest, [rows[-1].created_at, rows[-1].run_id])
-        if more
-        else None
-    )
-    return JSONResponse({"runs": [r.to_json() for r in rows], "nextCursor": next_cursor})
+    return JSONResponse({"runs": [r.to_json() for r in page.items], "nextCursor": page.next_cursor})
 
 
 def _run_id(ctx: Ctx) -> str:

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Server time of the console's pages, as ratios to the JSON API's time for the same data.
+
+Run from the repository root:
+
+    .venv/bin/python scripts/bench_console.py             # 100k memories in one agent
+    .venv/bin/python scripts/bench_console.py --memories 20000 --rounds 20   # quicker
+
+One agent gets ``--memories`` memories in 100 folders (a few with two versions), built
+with multi-change commits (``Store.apply``; the working tree is switched off, as in
+bench_inspect.py: it is derived and no page reads it). Then each console page and the
+``/v1`` request(s) that return the same data are called in-process on the ASGI app (no
+network, no client: the app's own time), ``--rounds`` times each, interleaved, and the
+medians compared. The issue's target is 50 ms per page at 100k memories; on a shared,
+loaded machine the ratio is the figure to trust, the absolute time a guide. The agent
+page is measured twice: read again (the summary's counts are remembered per revision)
+and as the first view after a commit (they are counted again). Nothing here asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import benchkit
+from benchkit import Report, ms, say
+
+from memfs.config import Settings
+from memfs.core.store import Put, Store
+from memfs.derived.worktree import WorkTree
+from memfs.http.app import MemfsApp, build
+
+AGENT = "bench/console"
+FOLDERS = 100
+
+
+def grow(data: Path, memories: int, batch: int = 2000) -> None:
+    store = Store(data)
+    try:
+        store.create_agent(AGENT)
+        for start in range(0, memories, batch):
+            ops = [
+                Put(
+                    f"/memories/f{i % FOLDERS:02d}/n{i:07d}.md",
+                    f"# note {i}\n\nbody {i}\n".encode(),
+                )
+                for i in range(start, min(memories, start + batch))
+            ]
+            store.apply(AGENT, ops, actor="bench", message=f"bulk {start}")
+        store.apply(
+            AGENT, [Put("/memories/f00/n0000000.md", b"# note 0\n\nchanged\n")], actor="bench"
+        )
+    finally:
+        store.close()
+
+
+async def call(
+    app: MemfsApp, method: str, target: str, headers: dict[str, str], body: bytes = b""
+) -> tuple[int, bytes]:
+    path, _, query = target.partition("?")
+    scope: dict[str, Any] = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "root_path": "",
+    }
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            await asyncio.sleep(3600)
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    status = 0
+    chunks: list[bytes] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, receive, send)  # type: ignore[arg-type]
+    return status, b"".join(chunks)
+
+
+async def timed(app: MemfsApp, requests: list[tuple[str, str, dict[str, str], bytes]]) -> float:
+    began = time.perf_counter()
+    for method, target, headers, body in requests:
+        status, answer = await call(app, method, target, headers, body)
+        assert status == 200, (target, status, answer[:300])
+    return time.perf_counter() - began
+
+
+async def run(args: argparse.Namespace, root: Path) -> Report:
+    data = root / "data"
+    say(f"building {args.memories:,} memories ...")
+    began = time.perf_counter()
+    grow(data, args.memories)
+    say(f"  built in {time.perf_counter() - began:.1f} s")
+    app = build(Settings(data=data, admin_key=benchkit.ADMIN_KEY))
+    app.run_runs = False
+    api = benchkit.admin_headers()
+    json_body = {**api, "Content-Type": "application/json"}
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    _status, page = await call(app, "GET", "/console/login", {})
+    token = page.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    cookie = f"memfs_console_login={token}"
+    body = f"csrf={token}&key={benchkit.ADMIN_KEY}".encode()
+    answer: list[Any] = []
+
+    async def login() -> str:
+        path = "/console/login"
+        sc: dict[str, Any] = {
+            "type": "http",
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "headers": [
+                (b"cookie", cookie.encode()),
+                (b"content-type", form["Content-Type"].encode()),
+            ],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+            "root_path": "",
+        }
+        done = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal done
+            if done:
+                await asyncio.sleep(3600)
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                answer.extend(message["headers"])
+
+        await app(sc, receive, send)  # type: ignore[arg-type]
+        for name, value in answer:
+            if name == b"set-cookie" and value.startswith(b"memfs_console="):
+                return value.decode().split(";", 1)[0]
+        raise RuntimeError("sign-in failed")
+
+    session = {"Cookie": await login()}
+    agent = quote(AGENT, safe="")
+    v1 = f"/v1/agents/{agent}"
+    page_items = 200
+    inspect_all = json.dumps({"vectors": {}, "graph": {}, "log": {}}).encode()
+    cases = {
+        "agents list": (
+            [("GET", "/console/agents", session, b"")],
+            [("GET", "/v1/agents", api, b"")],
+        ),
+        "agent page (summary + folder of 1000)": (
+            [("GET", f"/console/agents/{agent}?folder=%2Fmemories%2Ff07", session, b"")],
+            [
+                ("GET", f"{v1}/memory", api, b""),
+                ("GET", f"{v1}/memories?pathPrefix=f07&depth=1&limit={page_items}", api, b""),
+            ],
+        ),
+        "agent page (root, 100 folders)": (
+            [("GET", f"/console/agents/{agent}", session, b"")],
+            [
+                ("GET", f"{v1}/memory", api, b""),
+                ("GET", f"{v1}/memories?depth=1&limit={page_items}", api, b""),
+            ],
+        ),
+        "memory page (rendered, raw, versions)": (
+            [("GET", f"/console/agents/{agent}/memories/f00/n0000000.md", session, b"")],
+            [
+                ("GET", f"{v1}/memories/f00/n0000000.md", api, b""),
+                ("GET", f"{v1}/versions?path=/memories/f00/n0000000.md", api, b""),
+            ],
+        ),
+        "diff page": (
+            [
+                (
+                    "GET",
+                    f"/console/agents/{agent}/memories/f00/n0000000.md?from=1&to=2",
+                    session,
+                    b"",
+                )
+            ],
+            [
+                ("GET", f"{v1}/memories/f00/n0000000.md?version=1", api, b""),
+                ("GET", f"{v1}/memories/f00/n0000000.md?version=2", api, b""),
+                ("GET", f"{v1}/versions?path=/memories/f00/n0000000.md", api, b""),
+            ],
+        ),
+        "inspect page (all three sections)": (
+            [("GET", f"/console/agents/{agent}/inspect", session, b"")],
+            [("POST", f"{v1}/memory:inspect", json_body, inspect_all)],
+        ),
+        "runs page": (
+            [("GET", f"/console/agents/{agent}/runs", session, b"")],
+            [("GET", f"{v1}/runs", api, b"")],
+        ),
+    }
+    report = Report()
+    # The summary's counts are remembered per revision (core/summary.py): the first
+    # view after a commit pays for counting every memory. Measured with a one-memory
+    # commit (untimed) before each request.
+    first_view = cases["agent page (summary + folder of 1000)"]
+    cases["agent page, first view after a commit"] = first_view
+    store = app.services.store
+    writes = iter(range(10**9))
+
+    def commit() -> None:
+        path = f"/memories/f07/z{next(writes):07d}.md"
+        store.apply(AGENT, [Put(path, b"# new\n")], actor="bench")
+
+    if args.no_inspect:
+        del cases["inspect page (all three sections)"]
+    for name, (console, reference) in cases.items():
+        after_commit = name == "agent page, first view after a commit"
+        await timed(app, console)  # warm up both
+        await timed(app, reference)
+        mine: list[float] = []
+        theirs: list[float] = []
+        for _ in range(args.rounds):
+            if after_commit:
+                commit()
+            mine.append(await timed(app, console))
+            if after_commit:
+                commit()
+            theirs.append(await timed(app, reference))
+        c, r = benchkit.median(mine), benchkit.median(theirs)
+        report.add(
+            f"{name}: console / JSON API",
+            f"{c / r:.2f}x ({ms(c, 1)} vs {ms(r, 1)})",
+            "≤ 50 ms",
+            c <= 0.050,
+        )
+    app.services.store.close()
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument(
+        "--no-inspect",
+        action="store_true",
+        help="leave out the inspect page (at 100k memories its API call takes seconds)",
+    )
+    args = parser.parse_args()
+    WorkTree.update = lambda *a, **k: None  # type: ignore[method-assign]
+    for fact, value in benchkit.machine_facts():
+        say(f"{fact}: {value}")
+    with tempfile.TemporaryDirectory(prefix="memfs-bench-console-") as root:
+        report = asyncio.run(run(args, Path(root)))
+    say("")
+    say(report.table())
+
+
+if __name__ == "__main__":
+    main()

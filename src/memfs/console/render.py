@@ -1,0 +1,147 @@
+"""Templates and Markdown for the console: everything a model or a sender wrote is text.
+
+Jinja2 escapes every value (autoescape on for all templates). Markdown is rendered by
+markdown-it with raw HTML off, so ``<script>`` in a memory is shown, not run; links
+whose scheme could run code or smuggle content (``javascript:``, ``vbscript:``,
+``data:``, ``file:``) are not made links at all, and images are shown as their text
+and address, never fetched: the console loads nothing but its own files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+import markupsafe
+from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+
+from memfs.domain.commits import format_ts
+
+_REFUSED_SCHEMES = ("javascript:", "vbscript:", "data:", "file:")
+RENDER_LIMIT = 256 * 1024  # larger contents are shown raw only (rendering is the costly part)
+
+
+def _safe_link(url: str) -> bool:
+    # Browsers ignore ASCII whitespace and control characters inside a scheme
+    # ("java\tscript:"), so they are dropped before comparing.
+    squeezed = "".join(c for c in url if c > " " and c != "\x7f").lower()
+    return not squeezed.startswith(_REFUSED_SCHEMES)
+
+
+def _image_as_text(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    src = str(token.attrGet("src") or "")
+    return f'<span class="image">[image: {_escape(alt)}{" " + _escape(src) if src else ""}]</span>'
+
+
+def _escape(text: str) -> str:
+    return str(markupsafe.escape(text))
+
+
+def _link_open(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    # Links leave the console: they must not tell the target where they came from, nor
+    # give it a handle on this window.
+    tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
+    return self.renderToken(tokens, idx, options, env)
+
+
+def markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.validateLink = _safe_link  # type: ignore[method-assign]
+    md.add_render_rule("image", _image_as_text)
+    md.add_render_rule("link_open", _link_open)
+    return md
+
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+def looks_binary(data: bytes) -> bool:
+    """Control bytes (not tab, newline, CR, form feed) or text that is not UTF-8: shown
+    as escaped raw text, never rendered."""
+    if _CONTROL.search(data):
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def segment(value: str) -> str:
+    """One URL path segment (an agent id keeps its slashes encoded, as in /v1)."""
+    return quote(value, safe="")
+
+
+def memory_href(path: str) -> str:
+    """``/memories/a b/c.md`` → ``a%20b/c.md``, each segment encoded on its own."""
+    inside = path.removeprefix("/memories/")
+    return "/".join(quote(s, safe="") for s in inside.split("/"))
+
+
+def breakable(value: str) -> markupsafe.Markup:
+    """An id escaped, with a line-break opportunity after each '/' (narrow screens)."""
+    return markupsafe.Markup("/<wbr>").join(markupsafe.escape(part) for part in value.split("/"))
+
+
+def timestamp(value: int | None) -> markupsafe.Markup:
+    """A <time> to the second, its exact instant (microseconds) in ``datetime``."""
+    if value is None:
+        return markupsafe.Markup("—")
+    exact = format_ts(value)  # digits, '-', ':', '.', 'T' and 'Z' only: nothing to escape
+    shown = exact[:19].replace("T", " ") + "Z"
+    # Markup.format escapes each argument (a third of a 200-row page's time): not needed.
+    return markupsafe.Markup(f'<time datetime="{exact}" title="{exact}">{shown}</time>')
+
+
+def environment() -> jinja2.Environment:
+    folder = resources.files("memfs.console") / "templates"
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        # Templates ship with the package and do not change under a running server;
+        # checking their files' times on every page cost as much as rendering one.
+        auto_reload=False,
+    )
+    env.filters["seg"] = segment
+    env.filters["mhref"] = memory_href
+    env.filters["ts"] = timestamp
+    env.filters["wbr"] = breakable
+    env.filters["q"] = lambda value: quote(str(value), safe="")
+    return env
+
+
+def static_file(name: str) -> bytes | None:
+    """One of the console's own static files, by exact name (no paths, no guessing)."""
+    if name not in STATIC_TYPES:
+        return None
+    return (resources.files("memfs.console") / "static" / name).read_bytes()
+
+
+STATIC_TYPES = {"console.css": "text/css; charset=utf-8"}
+
+
+_FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n.*?^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+
+
+def body_of(text: str) -> str:
+    """The Markdown below a frontmatter block (its fields are shown on their own)."""
+    return _FRONTMATTER.sub("", text, count=1)
+
+
+Context = dict[str, Any]

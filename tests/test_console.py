@@ -1,0 +1,316 @@
+"""The console without a browser: headers, sessions, CSRF, cookies, scopes, refusals.
+
+The browser tests (tests/test_console_browser.py) drive the same pages in Chromium;
+these are the fast checks of what each response must carry and what it must refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from console_helpers import csrf_of, sign_in
+from http_fixtures import ADMIN_KEY, AGENT, Api, enc, open_api
+from memfs.config import load
+from memfs.http.app import build
+
+BOB = "users/bob/assistant"
+PAGE = f"/console/agents/{enc(AGENT)}"
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[Api]:
+    with open_api(tmp_path) as opened:
+        opened.create_agent()
+        opened.create_agent(BOB)
+        opened.must_write("/memories/notes/alice.md", "# Alice\nalice's secret plan\n")
+        opened.must_write("/memories/notes/alice.md", "# Alice\nalice's second plan\n")
+        opened.must_write("/memories/bob.md", "bob's secret plan", agent_id=BOB)
+        yield opened
+
+
+def signed_in(api: Api, key: str = ADMIN_KEY) -> TestClient:
+    answer = sign_in(api.client, key)
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == "/console/agents"
+    return api.client
+
+
+def session_files(api: Api) -> list[Path]:
+    folder = api.data / "console" / "sessions"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def assert_strict_headers(response: object) -> None:
+    headers = response.headers  # type: ignore[attr-defined]
+    csp = headers["content-security-policy"]
+    assert "default-src 'self'" in csp
+    assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert headers["x-frame-options"] == "DENY"
+    assert headers["referrer-policy"] == "no-referrer"
+
+
+def test_every_console_response_sends_the_strict_headers(api: Api) -> None:
+    client = api.client
+    answers = [
+        client.get("/console/agents", follow_redirects=False),  # redirect to sign in
+        client.get("/console/login"),
+        client.get("/console/static/console.css"),
+        client.get("/console/no-such-page"),
+        client.post("/console/login", data={"key": "x"}),  # CSRF refusal
+    ]
+    signed_in(api)
+    answers += [
+        client.get("/console/agents"),
+        client.get(PAGE),
+        client.get(f"{PAGE}/memories/notes/alice.md"),
+        client.get(f"{PAGE}/inspect"),
+        client.get(f"{PAGE}/runs"),
+        client.get(f"{PAGE}/memories/notes/missing.md"),  # 404 page
+    ]
+    for answer in answers:
+        assert_strict_headers(answer)
+    assert [a.status_code for a in answers] == [
+        303,
+        200,
+        200,
+        404,
+        403,
+        200,
+        200,
+        200,
+        200,
+        200,
+        404,
+    ]
+    assert "<script" not in "".join(
+        a.text for a in answers if "html" in a.headers.get("content-type", "")
+    )
+
+
+def test_pages_without_a_session_redirect_to_sign_in(api: Api) -> None:
+    for url in ("/console/agents", PAGE, f"{PAGE}/inspect", "/console/scopes/users"):
+        answer = api.client.get(url, follow_redirects=False)
+        assert answer.status_code == 303 and answer.headers["location"] == "/console/login"
+        assert "alice" not in answer.text
+
+
+def test_the_session_cookie_is_httponly_strict_expiring_and_holds_no_key(api: Api) -> None:
+    answer = sign_in(api.client, ADMIN_KEY)
+    cookie = next(
+        c for c in answer.headers.get_list("set-cookie") if c.startswith("memfs_console=")
+    )
+    flags = {part.strip().split("=")[0].lower() for part in cookie.split(";")}
+    assert {"httponly", "max-age", "path"} <= flags
+    assert "samesite=strict" in cookie.lower()
+    assert "secure" not in flags  # plain http here; the https test below
+    assert ADMIN_KEY not in cookie
+    # The server keeps the session: one private file, without the key's secret.
+    [file] = session_files(api)
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    assert ADMIN_KEY not in file.read_text()
+    assert set(json.loads(file.read_text())) == {"keyId", "fingerprint", "csrf", "expiresAt"}
+
+
+def test_the_cookie_is_secure_over_https(tmp_path: Path) -> None:
+    app = build(load({}, {"data": str(tmp_path / "data"), "admin_key": ADMIN_KEY}))
+    app.run_runs = False
+    with TestClient(app, base_url="https://testserver") as client:
+        answer = sign_in(client, ADMIN_KEY)
+        cookie = next(
+            c for c in answer.headers.get_list("set-cookie") if c.startswith("memfs_console=")
+        )
+        assert "secure" in {p.strip().lower() for p in cookie.split(";")}
+
+
+def test_sign_in_without_the_csrf_token_is_refused_and_makes_no_session(api: Api) -> None:
+    api.client.get("/console/login")  # the CSRF cookie is set, but the field is missing
+    for data in ({"key": ADMIN_KEY}, {"key": ADMIN_KEY, "csrf": "forged"}):
+        answer = api.client.post("/console/login", data=data, follow_redirects=False)
+        assert answer.status_code == 403
+        assert "memfs_console=" not in answer.headers.get("set-cookie", "")
+    assert session_files(api) == []
+
+
+def test_a_wrong_key_is_a_401_form_again(api: Api) -> None:
+    answer = sign_in(api.client, "mk_nobody~nothing")
+    assert answer.status_code == 401
+    assert "unknown or revoked" in answer.text and 'name="key"' in answer.text
+    assert session_files(api) == []
+
+
+def test_sign_out_needs_the_csrf_token_and_then_ends_the_session(api: Api) -> None:
+    client = signed_in(api)
+    page = client.get("/console/agents")
+    cookie = client.cookies.get("memfs_console")
+    refused = client.post("/console/logout", data={"csrf": "forged"}, follow_redirects=False)
+    assert refused.status_code == 403
+    assert client.get("/console/agents", follow_redirects=False).status_code == 200
+    done = client.post("/console/logout", data={"csrf": csrf_of(page.text)}, follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/console/login"
+    assert session_files(api) == []
+    # Replaying the old cookie gets the sign-in page, not the agents.
+    client.cookies.set("memfs_console", cookie or "", path="/console")
+    replay = client.get("/console/agents", follow_redirects=False)
+    assert replay.status_code == 303 and replay.headers["location"] == "/console/login"
+
+
+def test_revoking_the_key_ends_its_sessions(api: Api) -> None:
+    secret = api.make_key("reader", ["memories:read", "agents:users/alice"])
+    client = signed_in(api, secret)
+    assert client.get(PAGE).status_code == 200
+    assert api.delete("/v1/tenant/keys/reader").status_code == 204
+    answer = client.get(PAGE, follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/login"
+    assert session_files(api) == []
+    # A key made again under the same id is another key: the old session stays ended.
+    client.cookies.clear()
+    signed_in(api, secret := api.make_key("reader2", ["memories:read", "agents:*"]))
+    assert secret not in "".join(p.read_text() for p in session_files(api))
+
+
+def test_a_narrow_key_sees_only_its_scope(api: Api) -> None:
+    secret = api.make_key("alice", ["memories:read", "agents:users/alice"])
+    client = signed_in(api, secret)
+    listing = client.get("/console/agents")
+    assert AGENT in listing.text and BOB not in listing.text
+    bob = f"/console/agents/{enc(BOB)}"
+    for url in (
+        bob,
+        f"{bob}/memories/bob.md",
+        f"{bob}/history",
+        f"{bob}/inspect",
+        f"{bob}/runs",
+        "/console/scopes/users",
+        "/console/scopes/users/inspect",
+    ):
+        answer = client.get(url)
+        assert answer.status_code == 403, url
+        assert "bob&#39;s secret" not in answer.text and "bob's secret" not in answer.text
+    # Its own agent: memories yes; inspect and runs need their own scopes.
+    assert client.get(f"{PAGE}/memories/notes/alice.md").status_code == 200
+    assert client.get(f"{PAGE}/inspect").status_code == 403
+    assert client.get(f"{PAGE}/runs").status_code == 403
+    assert client.get("/console/scopes/users%2Falice").status_code == 200
+
+
+def test_hostile_requests_get_a_4xx_and_change_nothing(api: Api) -> None:
+    client = signed_in(api)
+    before = api.get(f"/v1/agents/{enc(AGENT)}").json()["revision"]
+    cases = {
+        "/console/agents/bad%ZZ": 400,
+        "/console/agents/%2E%2E": 400,
+        f"{PAGE}/memories/%2E%2E/%2E%2E/etc/passwd": 400,
+        f"{PAGE}/memories/notes/alice.md?version=0": 400,
+        f"{PAGE}/memories/notes/alice.md?version=99": 404,
+        f"{PAGE}/memories/notes/alice.md?from=1": 400,
+        f"{PAGE}/memories/notes/alice.md?nope=1": 400,
+        f"{PAGE}?cursor=forged": 400,
+        f"{PAGE}/inspect?asOf=yesterday": 400,
+        f"{PAGE}/inspect?chunkToken=forged": 400,
+        f"{PAGE}/runs?status=weird": 400,
+        "/console/agents?cursor=x&cursor=y": 400,
+        "/console/static/..%2Fapp.py": 404,
+        "/console/static/app.py": 404,
+        "/console/agents/users%2Fnobody": 404,
+    }
+    for url, status in cases.items():
+        assert client.get(url).status_code == status, url
+    for method in ("PUT", "DELETE", "PATCH"):
+        assert client.request(method, PAGE).status_code == 405
+    assert client.post(PAGE).status_code == 405
+    too_big = client.post(
+        "/console/login",
+        content=b"key=" + b"x" * 20000,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert too_big.status_code == 400
+    assert api.get(f"/v1/agents/{enc(AGENT)}").json()["revision"] == before
+
+
+def test_hostile_content_is_shown_as_text(api: Api) -> None:
+    api.must_write(
+        "/memories/evil.md",
+        '<script>alert(1)</script>\n<img src=x onerror="alert(2)">\n'
+        "[click](javascript:alert(3)) [data](data:text/html;base64,PHNjcmlwdD4=)\n"
+        "![pixel](http://example.invalid/p.png)\n",
+    )
+    client = signed_in(api)
+    page = client.get(f"{PAGE}/memories/evil.md").text
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)" in page
+    assert "<img" not in page and "onerror=" not in page.replace("onerror=&#34;", "").replace(
+        "onerror=&quot;", ""
+    )
+    assert 'href="javascript:' not in page and 'href="data:' not in page
+    assert 'src="http' not in page
+
+
+def test_the_origin_rule_of_v1_is_unchanged(api: Api) -> None:
+    refused = api.get("/v1/agents", headers={"Origin": "http://127.0.0.1"})
+    assert refused.status_code == 403
+    # The console's forms come from a browser, which sends Origin on a POST.
+    form = api.client.get("/console/login")
+    answer = api.client.post(
+        "/console/login",
+        data={"csrf": csrf_of(form.text), "key": ADMIN_KEY},
+        headers={"Origin": "http://testserver"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303
+
+
+def test_no_console_answers_404(tmp_path: Path) -> None:
+    with open_api(tmp_path, console=False) as api:
+        for url in ("/console/login", "/console/agents", "/console/static/console.css"):
+            answer = api.client.get(url)
+            assert answer.status_code == 404
+            assert answer.headers["content-type"].startswith("application/json")
+
+
+def test_memfs_console_0_and_no_console_turn_it_off() -> None:
+    assert load({}, {}).console is True
+    assert load({"MEMFS_CONSOLE": "0"}, {}).console is False
+    assert load({"MEMFS_CONSOLE": "1"}, {"console": False}).console is False
+    with pytest.raises(Exception, match="MEMFS_CONSOLE"):
+        load({"MEMFS_CONSOLE": "maybe"}, {})
+
+
+def test_without_a_chromium_the_browser_tests_fail_saying_how_to_get_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import browser
+
+    class NoOwnBrowser:
+        class chromium:
+            executable_path = str(tmp_path / "not-downloaded")
+
+    monkeypatch.delenv("MEMFS_CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(browser, "SYSTEM_PATHS", (str(tmp_path / "chromium"),))
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
+        browser.find_chromium(NoOwnBrowser())  # type: ignore[arg-type]
+    monkeypatch.setenv("MEMFS_CHROMIUM", str(tmp_path / "missing"))
+    with pytest.raises(pytest.fail.Exception, match="MEMFS_CHROMIUM"):
+        browser.find_chromium(NoOwnBrowser())  # type: ignore[arg-type]
+
+
+def test_an_expired_session_ends_and_is_swept(api: Api) -> None:
+    client = signed_in(api)
+    [file] = session_files(api)
+    record = json.loads(file.read_text())
+    file.write_text(json.dumps({**record, "expiresAt": 1.0}))
+    answer = client.get("/console/agents", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/console/login"
+    assert session_files(api) == []
+    # The periodic sweep removes expired sessions nobody comes back to.
+    signed_in(api)
+    [file] = session_files(api)
+    file.write_text(json.dumps({**json.loads(file.read_text()), "expiresAt": 1.0}))
+    assert api.app.console is not None
+    assert api.app.console.sessions.sweep() == 1
+    assert session_files(api) == []
