@@ -124,7 +124,12 @@ def _filters(metadata: object) -> list[tuple[str, str]]:
             raise InvalidRequest(
                 f"metadata.{key} must be a string, number, boolean or null", field="metadata"
             )
-        out.append((key, metadata_text(value)))
+        pair = (key, metadata_text(value))
+        try:
+            "".join(pair).encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800") is no text
+            raise InvalidRequest("metadata must be valid Unicode text", field="metadata") from None
+        out.append(pair)
     return sorted(out)
 
 

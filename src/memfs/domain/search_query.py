@@ -60,7 +60,11 @@ def parse_query(text: object, *, field: str = "query") -> SearchQuery:
     than 1 KiB, has an unbalanced quote, or excludes without including anything."""
     if not isinstance(text, str):
         raise InvalidRequest("query must be a string", field=field)
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES:
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate (JSON "\ud800") is no text
+        raise InvalidRequest("query must be valid Unicode text", field=field) from None
+    if size > MAX_QUERY_BYTES:
         raise InvalidRequest(f"query is longer than {MAX_QUERY_BYTES} bytes", field=field)
     if not text.strip():
         raise InvalidRequest("query must not be empty", field=field)

@@ -10,7 +10,7 @@ from memfs.core.search import request_fields, search
 from memfs.domain import paths
 from memfs.http.context import Ctx
 
-_BODY_BYTES = 16 * 1024  # a 1 KiB query, filters and a token fit many times over
+_BODY_BYTES = 64 * 1024  # as inspect's: a 1 KiB query, filters and a token fit easily
 
 
 async def query_agent(ctx: Ctx) -> Response:
