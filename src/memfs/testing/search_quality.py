@@ -11,6 +11,7 @@ frequencies, so both sides index exactly the same terms and differ only in scori
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,14 +21,19 @@ _SYLLABLES = [c + v for c in "bdfgkmptvz" for v in "ao"]
 
 def generated_corpus(count: int, *, seed: int = 7, vocabulary: int = 2000) -> list[list[str]]:
     """``count`` documents of 20-120 words each."""
+    if not 0 < vocabulary <= len(_SYLLABLES) ** 4 // 2:
+        raise ValueError(f"vocabulary must be 1 to {len(_SYLLABLES) ** 4 // 2} words")
     rng = random.Random(seed)
     words: set[str] = set()
     while len(words) < vocabulary:
-        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))))
+        words.add("".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4))))
     ordered = sorted(words)
     rng.shuffle(ordered)
-    weights = [1 / (rank + 1) for rank in range(len(ordered))]
-    return [rng.choices(ordered, weights, k=rng.randint(20, 120)) for _ in range(count)]
+    # Cumulative weights made once: rng.choices would re-add the weights on every call.
+    cumulative = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(ordered))))
+    return [
+        rng.choices(ordered, cum_weights=cumulative, k=rng.randint(20, 120)) for _ in range(count)
+    ]
 
 
 class Reference:
