@@ -11,10 +11,18 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from memfs.core.search import SearchPage
 from memfs.core.store import Agent, Memory
 from memfs.domain.commits import Change, Commit, format_ts
 from memfs.domain.listing import listing_fields
-from memfs.domain.records import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
+from memfs.domain.records import (
+    CommitRow,
+    FolderEntry,
+    ListingJson,
+    MemoryRow,
+    SearchHit,
+    VersionRow,
+)
 from memfs.domain.shapes import AGENT, AGENT_COUNTED, COMMIT, MEMORY, MEMORY_WRITE, VERSION
 
 _OP_LETTER = {"created": "A", "modified": "M", "deleted": "D", "renamed": "R"}
@@ -86,6 +94,27 @@ def version_json(row: VersionRow) -> dict[str, Any]:
         row.actor,
         row.message,
     )
+
+
+def search_hit_json(hit: SearchHit) -> dict[str, Any]:
+    return {
+        "agentId": hit.agent_id,
+        "path": hit.path,
+        "version": hit.version,
+        "contentSha256": hit.sha256,
+        "description": hit.description,
+        "updatedAt": format_ts(hit.updated_at),
+        "score": float(f"{hit.score:.6g}"),  # 6 significant digits: tiny stores score ~1e-6
+        "snippet": hit.snippet,
+    }
+
+
+def search_page_json(page: SearchPage) -> dict[str, Any]:
+    """memory:query's answer: ``{"results": [...], "nextPageToken": ""}``."""
+    return {
+        "results": [search_hit_json(h) for h in page.results],
+        "nextPageToken": page.next_page_token,
+    }
 
 
 def commit_json(row: CommitRow) -> dict[str, Any]:

@@ -297,6 +297,7 @@ class Store:
             if ix.agent(agent_id) is None and self.agent_record(agent_id) is None:
                 raise NotFound(f"agent {agent_id!r} does not exist", field="agentId")
             ix.drop_agent(agent_id)
+            ix.purge_search()  # its words leave the full-text index's segments
             # The record goes first: without it, whatever an interrupted erase leaves is
             # a leftover that fsck reports and the next create of this id removes.
             self.backend.delete(layout.agent_key(agent_id))
