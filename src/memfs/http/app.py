@@ -38,6 +38,8 @@ from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
+from memfs.mcp import server as mcp_server
+from memfs.mcp.local import LocalMemory
 
 log = logging.getLogger("memfs.http")
 
@@ -116,6 +118,10 @@ class MemfsApp:
         # Set by SIGTERM: for shutdown_drain_seconds new requests get 503 (retryable)
         # while the listener is still open, instead of a reset connection.
         self.draining = False
+        # MCP's Streamable HTTP at /mcp/agents/{agentId}; its bodies carry memory-tool
+        # commands, so they get memory:command's limit.
+        self.mcp = mcp_server.HttpEndpoint(services.settings.memory_bytes * 6 + 4096)
+        self._mcp_running = contextlib.AsyncExitStack()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -164,6 +170,8 @@ class MemfsApp:
                 metrics.delivery_answered(status)
         elif scope["path"] == "/openapi.json":
             route = "/openapi.json"
+        elif mcp_server.is_mcp(scope["path"]):
+            route = mcp_server.ROUTE_LABEL
         else:
             route = metrics.UNMATCHED
         metrics.request_done(route, method, status, seconds)
@@ -191,11 +199,13 @@ class MemfsApp:
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
                 sweeper = asyncio.create_task(self._sweep_forever(stop))
+                await self._mcp_running.enter_async_context(self.mcp.running())
                 self._drain_on_sigterm()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 stop.set()
                 sweeper.cancel()
+                await self._mcp_running.aclose()
                 if task is not None:
                     self.services.runner.wake.set()  # type: ignore[union-attr]
                     with contextlib.suppress(Exception):
@@ -252,6 +262,8 @@ class MemfsApp:
                 "keys must stay on servers",
                 field="Origin",
             )
+        if mcp_server.is_mcp(raw_path):
+            return self._mcp(request, raw_path)
         if raw_path == "/openapi.json" and request.method in ("GET", "HEAD"):
             return JSONResponse(self._openapi)
         route, params = self.router.resolve(request.method, raw_path)
@@ -271,6 +283,23 @@ class MemfsApp:
             )
         response: Response = await route.handler(ctx)
         return response
+
+    def _mcp(self, request: Request, raw_path: str) -> Response:
+        """MCP clients send no Memfs-Protocol; the key and its scopes are /v1's."""
+        agent_id = mcp_server.agent_in_path(raw_path)
+        principal = authenticate(
+            request.headers, self.services.keys, self.services.admin_key.current()
+        )
+        memory = LocalMemory(
+            self.services.store,
+            self.services.signer,
+            agent_id,
+            principal,
+            write=lambda work: asyncio.get_running_loop().run_in_executor(
+                self.services.writer, work
+            ),
+        )
+        return self.mcp.answer(memory)
 
 
 def build(settings: config.Settings) -> MemfsApp:

@@ -7,6 +7,7 @@ import json
 from starlette.responses import JSONResponse, Response
 
 from memfs import wire
+from memfs.core import history
 from memfs.core.auth import header_text
 from memfs.core.tokens import query_digest
 from memfs.domain import paths
@@ -174,20 +175,8 @@ async def list_versions(ctx: Ctx) -> Response:
     raw = ctx.query("path")
     if not raw:
         raise InvalidRequest("path is required, e.g. ?path=/memories/notes.md", field="path")
-    path = paths.memory_path(raw if raw.startswith("/") else f"{paths.ROOT}/{raw}")
-    limit = ctx.limit()
-    after = 0
-    cursor = ctx.query("cursor")
-    if cursor:
-        position = ctx.services.signer.decode(cursor, "versions", agent_id, path, field="cursor")
-        if not isinstance(position, int):
-            raise InvalidRequest("cursor is not valid here", field="cursor")
-        after = position
-    rows = ctx.store.versions(agent_id, path, after=after, limit=limit + 1)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    next_cursor = (
-        ctx.services.signer.encode("versions", agent_id, path, rows[-1].version) if more else None
+    rows, next_cursor = history.versions_page(
+        ctx.store, ctx.services.signer, agent_id, raw, limit=ctx.limit(), cursor=ctx.query("cursor")
     )
     return JSONResponse(
         {"versions": [wire.version_json(r) for r in rows], "nextCursor": next_cursor}
