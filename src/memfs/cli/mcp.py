@@ -14,8 +14,7 @@ import contextlib
 import logging
 import os
 import sys
-
-import anyio
+from typing import TYPE_CHECKING
 
 from memfs.cli.base import Parser, command
 from memfs.core.auth import ADMIN
@@ -23,9 +22,9 @@ from memfs.core.store import Store
 from memfs.core.tokens import Signer
 from memfs.domain import paths
 from memfs.errors import InvalidRequest, NotFound
-from memfs.mcp import tools
-from memfs.mcp.local import LocalMemory
-from memfs.mcp.server import serve_stdio
+
+if TYPE_CHECKING:
+    from memfs.mcp.tools import Memory
 
 TOKEN_ENV = "MEMFS_TOKEN"
 
@@ -33,7 +32,13 @@ TOKEN_ENV = "MEMFS_TOKEN"
 def cmd_mcp(args: argparse.Namespace, store: Store | None) -> int:
     agent_id = paths.agent_id(args.agent, field="--agent")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="memfs mcp: %(message)s")
-    memory: tools.Memory
+    # The SDK loads here, not with every memfs command (it is about 1 s of imports).
+    import anyio
+
+    from memfs.mcp.local import LocalMemory
+    from memfs.mcp.server import serve_stdio
+
+    memory: Memory
     if args.url is not None:
         memory = _remote(args.url, agent_id)
     else:
@@ -51,7 +56,7 @@ def cmd_mcp(args: argparse.Namespace, store: Store | None) -> int:
     return 0
 
 
-def _remote(url: str, agent_id: str) -> tools.Memory:
+def _remote(url: str, agent_id: str) -> Memory:
     from memfs.client import Client
     from memfs.mcp.remote import RemoteMemory
 

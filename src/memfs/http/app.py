@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -38,8 +39,10 @@ from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
-from memfs.mcp import server as mcp_server
-from memfs.mcp.local import LocalMemory
+from memfs.mcp import routes as mcp_routes
+
+if TYPE_CHECKING:
+    from memfs.mcp.server import HttpEndpoint
 
 log = logging.getLogger("memfs.http")
 
@@ -118,10 +121,12 @@ class MemfsApp:
         # Set by SIGTERM: for shutdown_drain_seconds new requests get 503 (retryable)
         # while the listener is still open, instead of a reset connection.
         self.draining = False
-        # MCP's Streamable HTTP at /mcp/agents/{agentId}; its bodies carry memory-tool
-        # commands, so they get memory:command's limit.
-        self.mcp = mcp_server.HttpEndpoint(services.settings.memory_bytes * 6 + 4096)
-        self._mcp_running = contextlib.AsyncExitStack()
+        # MCP's Streamable HTTP at /mcp/agents/{agentId}, started at its first request:
+        # a server nobody asks for MCP never loads the SDK (about 1 s of imports).
+        self._mcp: HttpEndpoint | None = None
+        self._mcp_task: asyncio.Task[None] | None = None
+        self._mcp_stop = asyncio.Event()
+        self._mcp_lock = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -170,8 +175,8 @@ class MemfsApp:
                 metrics.delivery_answered(status)
         elif scope["path"] == "/openapi.json":
             route = "/openapi.json"
-        elif mcp_server.is_mcp(scope["path"]):
-            route = mcp_server.ROUTE_LABEL
+        elif mcp_routes.is_mcp(scope["path"]):
+            route = mcp_routes.ROUTE_LABEL
         else:
             route = metrics.UNMATCHED
         metrics.request_done(route, method, status, seconds)
@@ -199,13 +204,12 @@ class MemfsApp:
                     self.services.runner = runner
                     task = asyncio.create_task(runner.run_forever(stop))
                 sweeper = asyncio.create_task(self._sweep_forever(stop))
-                await self._mcp_running.enter_async_context(self.mcp.running())
                 self._drain_on_sigterm()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 stop.set()
                 sweeper.cancel()
-                await self._mcp_running.aclose()
+                await self._stop_mcp()
                 if task is not None:
                     self.services.runner.wake.set()  # type: ignore[union-attr]
                     with contextlib.suppress(Exception):
@@ -262,8 +266,8 @@ class MemfsApp:
                 "keys must stay on servers",
                 field="Origin",
             )
-        if mcp_server.is_mcp(raw_path):
-            return self._mcp(request, raw_path)
+        if mcp_routes.is_mcp(raw_path):
+            return await self._mcp_answer(request, raw_path)
         if raw_path == "/openapi.json" and request.method in ("GET", "HEAD"):
             return JSONResponse(self._openapi)
         route, params = self.router.resolve(request.method, raw_path)
@@ -284,12 +288,14 @@ class MemfsApp:
         response: Response = await route.handler(ctx)
         return response
 
-    def _mcp(self, request: Request, raw_path: str) -> Response:
+    async def _mcp_answer(self, request: Request, raw_path: str) -> Response:
         """MCP clients send no Memfs-Protocol; the key and its scopes are /v1's."""
-        agent_id = mcp_server.agent_in_path(raw_path)
+        agent_id = mcp_routes.agent_in_path(raw_path)
         principal = authenticate(
             request.headers, self.services.keys, self.services.admin_key.current()
         )
+        from memfs.mcp.local import LocalMemory
+
         memory = LocalMemory(
             self.services.store,
             self.services.signer,
@@ -299,7 +305,30 @@ class MemfsApp:
                 self.services.writer, work
             ),
         )
-        return self.mcp.answer(memory)
+        endpoint = await self._mcp_endpoint()
+        return endpoint.answer(memory)
+
+    async def _mcp_endpoint(self) -> HttpEndpoint:
+        async with self._mcp_lock:
+            if self._mcp is None:
+                from memfs.mcp.server import HttpEndpoint
+
+                # Its bodies carry memory-tool commands: memory:command's limit.
+                endpoint = HttpEndpoint(self.services.settings.memory_bytes * 6 + 4096)
+                ready = asyncio.Event()
+                self._mcp_stop = asyncio.Event()
+                self._mcp_task = asyncio.create_task(endpoint.serve(self._mcp_stop, ready))
+                await ready.wait()
+                self._mcp = endpoint
+            return self._mcp
+
+    async def _stop_mcp(self) -> None:
+        async with self._mcp_lock:
+            task, self._mcp, self._mcp_task = self._mcp_task, None, None
+            self._mcp_stop.set()
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(task, timeout=10)
 
 
 def build(settings: config.Settings) -> MemfsApp:

@@ -9,11 +9,10 @@ naming it, and the same key-and-scope check as ``/v1/agents/{agentId}/…`` appl
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
@@ -24,14 +23,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from memfs import __version__
 from memfs.core import faults
-from memfs.domain import paths
-from memfs.errors import NotFound, Unavailable
+from memfs.errors import Unavailable
 from memfs.mcp import tools
 
 log = logging.getLogger("memfs.mcp")
 
-PREFIX = "/mcp/agents/"
-ROUTE_LABEL = "/mcp/agents/{agentId}"  # the /metrics route of every MCP request
 _SCOPE_KEY = "memfs.mcp.memory"  # where the HTTP edge leaves the request's Memory
 
 INSTRUCTIONS = (
@@ -104,46 +100,32 @@ async def serve_stdio(memory: tools.Memory) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-def agent_in_path(raw_path: str) -> str:
-    """The agent of ``/mcp/agents/{agentId}``: the rest of the path, ``/`` or ``%2F``
-    between its segments (``users/alice/assistant``)."""
-    if not raw_path.startswith(PREFIX):
-        raise NotFound(
-            "MCP is served per agent: use /mcp/agents/{agentId}, e.g. "
-            "/mcp/agents/users/alice/assistant",
-            field="path",
-        )
-    return paths.agent_id(unquote(raw_path.removeprefix(PREFIX)))
-
-
-def is_mcp(raw_path: str) -> bool:
-    return raw_path == "/mcp" or raw_path.startswith("/mcp/")
-
-
 class HttpEndpoint:
     """Streamable HTTP, stateless, JSON answers: any server of a cluster can answer
-    any request, as for ``/v1``. ``running()`` spans the app's lifespan."""
+    any request, as for ``/v1``. ``serve`` runs in a task of the app's."""
 
     def __init__(self, max_body_bytes: int) -> None:
         self.max_body_bytes = max_body_bytes
         self.server = build_server(_memory_of_request)
         self.manager: StreamableHTTPSessionManager | None = None
 
-    @contextlib.asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        # A manager runs once; a lifespan started again gets a new one.
+    async def serve(self, stop: asyncio.Event, ready: asyncio.Event) -> None:
+        """Run the SDK's session manager until ``stop``; ``ready`` once it answers (or
+        failed to start: then ``answer`` refuses with 503)."""
         manager = StreamableHTTPSessionManager(
             self.server,
             json_response=True,
             stateless=True,
             max_request_body_size=self.max_body_bytes,
         )
-        async with manager.run():
-            self.manager = manager
-            try:
-                yield
-            finally:
-                self.manager = None
+        try:
+            async with manager.run():
+                self.manager = manager
+                ready.set()
+                await stop.wait()
+        finally:
+            self.manager = None
+            ready.set()
 
     def answer(self, memory: tools.Memory) -> Response:
         """The response that hands this request to the SDK, tools bound to ``memory``."""
