@@ -22,6 +22,8 @@ from memfs.client import (
     MemoryWrite,
     NotFoundError,
     PreconditionFailedError,
+    SearchPage,
+    SearchResult,
     TransportError,
     UnauthorizedError,
     UnavailableError,
@@ -249,6 +251,29 @@ def test_iter_memories_pages_to_the_end(admin: Client, agent: str) -> None:
     assert [m.path for m in admin.iter_memories(agent, metadata={"kind": "x"})] == [
         "/memories/notes/tagged.md"
     ]
+
+
+def test_search_and_iter_search(admin: Client, agent: str) -> None:
+    scope = agent.rsplit("/", 1)[0]  # users/tN: this test's agent alone
+    for i in range(12):
+        admin.put_memory(agent, f"/memories/n{i:02}.md", f"---\nkind: k{i % 2}\n---\nlemur {i}\n")
+    admin.put_memory(agent, "/memories/top.md", "---\ndescription: lemur facts\n---\nlemur\n")
+    page = admin.search("lemur", agent_id=agent, limit=5)
+    assert isinstance(page, SearchPage) and len(page.results) == 5 and page.next_page_token
+    best = page.results[0]
+    assert isinstance(best, SearchResult) and best.path == "/memories/top.md"
+    assert best.agent_id == agent and best.version == 1 and best.description == "lemur facts"
+    assert isinstance(best.score, float) and "«lemur»" in best.snippet
+    every = list(admin.iter_search("lemur", agent_id=agent, limit=5))
+    assert len(every) == 13 and len({r.path for r in every}) == 13
+    assert [r.path for r in admin.iter_search("lemur", scope_id=scope)] == [r.path for r in every]
+    kinds = admin.search("lemur", agent_id=agent, metadata={"kind": "k1"}, path_prefix="/memories")
+    assert len(kinds.results) == 6 and kinds.next_page_token == ""
+    with pytest.raises(InvalidRequestError) as caught:
+        admin.search('"open', agent_id=agent)
+    assert caught.value.field == "query"
+    with pytest.raises(ValueError):
+        admin.search("lemur")
 
 
 def test_summary_and_memory_command(admin: Client, agent: str) -> None:

@@ -37,6 +37,8 @@ JSON_ROUTES = [
     ("POST", agent_url(AGENT, "/memory:command")),
     ("POST", agent_url(AGENT, "/memory:inspect")),
     ("POST", "/v1/scopes/users/memory:inspect"),
+    ("POST", agent_url(AGENT, "/memory:query")),
+    ("POST", "/v1/scopes/users/memory:query"),
     ("PUT", agent_url(AGENT, "/triggers/t1")),
 ]
 NESTED = [
@@ -138,3 +140,24 @@ def test_unknown_agent_and_unknown_trigger_answer_the_same_404(api: Api) -> None
         doc["details"].pop("requestId")
     assert first == second
     assert "nobody-here" not in unknown_agent.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"query": "\\ud800"}',
+        '{"query": "a", "pathPrefix": "\\udfff"}',
+        '{"query": "a", "metadata": {"\\ud800": "v"}}',
+        '{"query": "a", "metadata": {"k": "\\ud800"}}',
+        '{"query": "a\\u0000b"}',
+        '{"query": "a", "metadata": {"k": 1e400}}',
+        '{"query": "a", "limit": 1e400}',
+        '{"query": "a", "limit": 99999999999999999999999999}',
+    ],
+)
+def test_a_hostile_search_body_is_a_400_never_a_500(api: Api, body: str) -> None:
+    for url in (agent_url(AGENT, "/memory:query"), "/v1/scopes/users/memory:query"):
+        response = api.post(url, content=body.encode(), headers={"Content-Type": "application/json"})
+        assert response.status_code in (200, 400), response.text
+        if response.status_code == 400:
+            assert_error(response, 400, "invalid_request")

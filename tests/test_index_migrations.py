@@ -13,21 +13,30 @@ from pathlib import Path
 
 import pytest
 
+from memfs.core.search import search
 from memfs.core.store import Store
+from memfs.core.tokens import Signer
 from memfs.derived import index
 from memfs.derived.index.schema import MIGRATIONS
 
 AGENT = "alice"
 
 
+def _schema_2(conn: sqlite3.Connection) -> None:
+    """Before the full-text index of memory:query."""
+    conn.execute("DROP TABLE search_fts")
+    conn.execute("DROP TABLE search_docs")
+
+
 def _schema_1(conn: sqlite3.Connection) -> None:
     """Before rows kept their listing JSON, and before the damage table."""
+    _schema_2(conn)
     conn.execute("ALTER TABLE memories DROP COLUMN listing")
     conn.execute("DROP TABLE damage")
 
 
 # How a current index file is turned back into each older schema's shape.
-OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {1: _schema_1}
+OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {1: _schema_1, 2: _schema_2}
 
 
 def test_the_steps_lead_from_every_older_schema_to_the_current_one() -> None:
@@ -54,7 +63,8 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
     store = Store(data)
     store.create_agent(AGENT, None)
     for name in ("b.md", "a.md", "notes/c.md"):
-        store.write(AGENT, f"/memories/{name}", f"---\ndescription: {name}\n---\n".encode(), actor="t")
+        text = f"---\ndescription: {name}\n---\nthe body of zebra{name[0]}\n"
+        store.write(AGENT, f"/memories/{name}", text.encode(), actor="t")
     before = _listing(store)
     with store.index.write() as conn:
         OLDER[schema](conn)
@@ -70,6 +80,9 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "damage" in tables
         assert _listing(reopened) == before
+        # Memories written before the full-text index existed are found by their words.
+        found_by_body = search(reopened, Signer(b"k" * 32), agent_id=AGENT, query="zebran")
+        assert [h.path for h in found_by_body.results] == ["/memories/notes/c.md"]
         reopened.write(AGENT, "/memories/d.md", b"new\n", actor="t")
         assert [m.path for m in reopened.list_memories(AGENT, "", after=None, limit=100)[0]] == [
             "/memories/a.md",

@@ -11,10 +11,18 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from memfs.core.search import SearchPage
 from memfs.core.store import Agent, Memory
 from memfs.domain.commits import Change, Commit, format_ts
 from memfs.domain.listing import listing_fields
-from memfs.domain.records import CommitRow, FolderEntry, ListingJson, MemoryRow, VersionRow
+from memfs.domain.records import (
+    CommitRow,
+    FolderEntry,
+    ListingJson,
+    MemoryRow,
+    SearchHit,
+    VersionRow,
+)
 
 _OP_LETTER = {"created": "A", "modified": "M", "deleted": "D", "renamed": "R"}
 
@@ -79,6 +87,27 @@ def version_json(row: VersionRow) -> dict[str, Any]:
         "validTo": format_ts(row.valid_to) if row.valid_to is not None else None,
         "actor": row.actor,
         "message": row.message,
+    }
+
+
+def search_hit_json(hit: SearchHit) -> dict[str, Any]:
+    return {
+        "agentId": hit.agent_id,
+        "path": hit.path,
+        "version": hit.version,
+        "contentSha256": hit.sha256,
+        "description": hit.description,
+        "updatedAt": format_ts(hit.updated_at),
+        "score": round(hit.score, 6),
+        "snippet": hit.snippet,
+    }
+
+
+def search_page_json(page: SearchPage) -> dict[str, Any]:
+    """memory:query's answer: ``{"results": [...], "nextPageToken": ""}``."""
+    return {
+        "results": [search_hit_json(h) for h in page.results],
+        "nextPageToken": page.next_page_token,
     }
 
 

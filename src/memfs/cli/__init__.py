@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memfs import __version__
-from memfs.cli import audit, backup, integrity, keys, mcp, memories, serve, webhooks
+from memfs.cli import audit, backup, integrity, keys, mcp, memories, search, serve, webhooks
 from memfs.cli.base import EXIT_CODES, Parser, common_options
 from memfs.core import faults, healing, maintenance
 from memfs.core.store import Store
@@ -45,7 +45,7 @@ def build_parser() -> Parser:
     sub.required = True
 
     # The order is the order of 'memfs --help'.
-    for group in (serve, mcp, webhooks, memories, audit, integrity, keys, backup):
+    for group in (serve, mcp, webhooks, memories, search, audit, integrity, keys, backup):
         group.add_commands(sub)
     return parser
 

@@ -32,6 +32,9 @@ from memfs.client.results import (
     MemoryWrite,
     Run,
     RunPage,
+    Scalar,
+    SearchPage,
+    SearchResult,
     T,
     Trigger,
     Version,
@@ -493,6 +496,67 @@ class Client:
         """Give a failed run one more attempt."""
         url = f"{_agent_url(agent_id)}/runs/{_segment(run_id)}:retry"
         return self._result(Run, self._send("POST", url))
+
+    # ---- memory:query -------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        path_prefix: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
+        limit: int | None = None,
+        page_token: str | None = None,
+    ) -> SearchPage:
+        """One ``memory:query`` page of an agent or a scope (give exactly one), best
+        first: words all must match, "exact phrases", prefix*, -excluded."""
+        if (agent_id is None) == (scope_id is None):
+            raise ValueError("give agent_id or scope_id")
+        url = (
+            f"{_agent_url(agent_id)}/memory:query"
+            if agent_id is not None
+            else f"/v1/scopes/{_segment(scope_id or '')}/memory:query"
+        )
+        body: dict[str, Any] = {"query": query}
+        if path_prefix is not None:
+            body["pathPrefix"] = path_prefix
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        if limit is not None:
+            body["limit"] = limit
+        if page_token:
+            body["pageToken"] = page_token
+        return self._result(SearchPage, self._send("POST", url, json=body))
+
+    def iter_search(
+        self,
+        query: str,
+        *,
+        agent_id: str | None = None,
+        scope_id: str | None = None,
+        path_prefix: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[SearchResult]:
+        """Every result of a query, best first, following page tokens to the end
+        (``limit``: the page size)."""
+        token: str | None = None
+        while True:
+            page = self.search(
+                query,
+                agent_id=agent_id,
+                scope_id=scope_id,
+                path_prefix=path_prefix,
+                metadata=metadata,
+                limit=limit,
+                page_token=token,
+            )
+            yield from page.results
+            token = page.next_page_token
+            if not token:
+                return
 
     # ---- memory:inspect ----------------------------------------------------------
 

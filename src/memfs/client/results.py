@@ -185,6 +185,28 @@ class InspectPage:
 
 
 @dataclass(frozen=True)
+class SearchResult:
+    """One ``memory:query`` result; ``snippet`` marks matched terms between « and »."""
+
+    agent_id: str
+    path: str
+    version: int
+    content_sha256: str
+    description: str | None
+    updated_at: str
+    score: float
+    snippet: str
+
+
+@dataclass(frozen=True)
+class SearchPage:
+    """One ``memory:query`` page, best first; ``next_page_token`` is "" after the last."""
+
+    results: tuple[SearchResult, ...]
+    next_page_token: str
+
+
+@dataclass(frozen=True)
 class _TriggerList:
     triggers: tuple[Trigger, ...]
 
@@ -245,7 +267,10 @@ def _convert(kind: Any, value: object, response: httpx.Response, where: str) -> 
     if kind is Any:  # free-form JSON (a trigger's action, an inspect item)
         return value
     origin = get_origin(kind)
-    if kind in (str, int, bool):
+    if kind is float:  # JSON has one number type: an integral score arrives as int
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind in (str, int, bool):
         if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
             return value
     elif origin is tuple and isinstance(value, list):

@@ -595,11 +595,33 @@ def _check_index(
                     f"index: the listing of {len(stale)} memories of {agent_id!r} is stale"
                     f" (first: {stale[0]})"
                 )
+            problems += _search_problems(agent_id, head, index.search_rows(conn, agent_id))
     report.derived.extend(problems)
     if (problems or report.reindex_needed) and repair:
         # Damaged agents keep their rows (reindex refuses their files); the rest rebuild.
         reindex(store)
         report.repaired.extend(f"{p} (reindexed)" for p in problems)
+
+
+FIX_REINDEX = "memfs reindex"
+
+
+def _search_problems(
+    agent_id: str, head: dict[str, str], rows: dict[str, str | None]
+) -> list[str]:
+    """The full-text index of an agent against its current memories (path → sha256)."""
+    fix = f" — fix: {FIX_REINDEX} (or {FIX_REPAIR})"
+    out: list[str] = []
+    missing = sorted(head.keys() - rows.keys())
+    stale = sorted(p for p in head.keys() & rows.keys() if rows[p] != head[p])
+    extra = sorted(rows.keys() - head.keys())
+    for what, found in (("missing", missing), ("stale", stale), ("left over", extra)):
+        if found:
+            out.append(
+                f"index: the full-text row of {len(found)} memories of {agent_id!r}"
+                f" is {what} (first: {found[0]}){fix}"
+            )
+    return out
 
 
 def _check_tree(

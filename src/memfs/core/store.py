@@ -277,6 +277,7 @@ class Store:
             if index.agent(conn, agent_id) is None and self.agent_record(agent_id) is None:
                 raise NotFound(f"agent {agent_id!r} does not exist", field="agentId")
             index.drop_agent(conn, agent_id)
+            index.purge_search(conn)  # its words leave the full-text index's segments
             # The record goes first: without it, whatever an interrupted erase leaves is
             # a leftover that fsck reports and the next create of this id removes.
             self.backend.delete(layout.agent_key(agent_id))

@@ -81,6 +81,18 @@ def parse(data: bytes, *, limit: int, lenient: bool = False) -> Parsed:
     return Parsed(sha256_hex(data), len(data), description, metadata)
 
 
+def body_text(data: bytes) -> str:
+    """A memory's text without its frontmatter: what full-text search indexes as the
+    body (the description is indexed on its own, with more weight)."""
+    text = data.decode("utf-8", "replace")
+    if _HANDLER.detect(text):
+        try:
+            return _HANDLER.split(text)[1]
+        except ValueError:
+            pass  # no closing '---': a thematic break, the text is all body
+    return text
+
+
 def _frontmatter(text: str) -> dict[str, object]:
     if not _HANDLER.detect(text):
         return {}

@@ -83,3 +83,17 @@ class PathState:
     memory: MemoryRow | None
     last_version: int
     is_folder: bool
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One memory:query result: a live memory, its rank and its best passage."""
+
+    agent_id: str
+    path: str
+    version: int
+    sha256: str
+    description: str | None
+    updated_at: int
+    score: float  # higher is better (BM25, column-weighted)
+    snippet: str  # matched terms between SNIPPET_OPEN and SNIPPET_CLOSE

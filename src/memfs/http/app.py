@@ -34,7 +34,7 @@ from memfs.core.runner import Runner
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
-from memfs.http import agents, command, health, inspect, memories, tenant, triggers
+from memfs.http import agents, command, health, inspect, memories, search, tenant, triggers
 from memfs.http.context import Ctx, Services
 from memfs.http.envelope import error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
@@ -74,6 +74,8 @@ ROUTES = [
     Route("GET", "v1/agents/{agentId}/versions", memories.list_versions, "listVersions"),
     Route("POST", "v1/agents/{agentId}/memory:inspect", inspect.inspect_agent, "inspectAgent"),
     Route("POST", "v1/scopes/{scopeId}/memory:inspect", inspect.inspect_scope, "inspectScope"),
+    Route("POST", "v1/agents/{agentId}/memory:query", search.query_agent, "queryAgent"),
+    Route("POST", "v1/scopes/{scopeId}/memory:query", search.query_scope, "queryScope"),
     Route("GET", "v1/agents/{agentId}/triggers", triggers.list_triggers, "listTriggers"),
     Route("PUT", "v1/agents/{agentId}/triggers/{triggerId}", triggers.put_trigger, "putTrigger"),
     Route("GET", "v1/agents/{agentId}/triggers/{triggerId}", triggers.get_trigger, "getTrigger"),

@@ -53,6 +53,10 @@ INSPECT = (
     "nodes and link edges, and the log, oldest first. Page tokens are signed, bound to the "
     "target and section, and expire after 24 h; asOf in the future is a 400."
 )
+SEARCH = (
+    "Needs memories:read. Full-text search of the current memories. Page tokens are "
+    "signed, bound to the target and the query, and expire after 24 h."
+)
 ADMIN = "Admin key only."
 TW = "Needs triggers:write."
 
@@ -174,6 +178,22 @@ OPERATIONS: dict[str, Op] = {
         (413,),
         body="InspectRequest",
         description=f"{INSPECT} The scope reads as one workspace (no agent under it: empty).",
+    ),
+    "queryAgent": Op(
+        "search",
+        "Search an agent's memories",
+        {200: ("matching memories, best first", "SearchResponse")},
+        (404, 413),
+        body="SearchRequest",
+        description=SEARCH,
+    ),
+    "queryScope": Op(
+        "search",
+        "Search the memories of every agent under a scope",
+        {200: ("matching memories of all its agents, ranked in one list", "SearchResponse")},
+        (413,),
+        body="SearchRequest",
+        description=f"{SEARCH} The scope is one list (no agent under it: empty).",
     ),
     "listTriggers": Op(
         "triggers",
@@ -385,6 +405,7 @@ def spec(routes: Sequence[Route]) -> Json:
             {"name": "agents", "description": "agents and their memory summary"},
             {"name": "memories", "description": "list, read, write and version memories"},
             {"name": "inspect", "description": "the audit surface (not retrieval)"},
+            {"name": "search", "description": "memory:query, full-text retrieval"},
             {"name": "triggers", "description": "webhook triggers and deliveries"},
             {"name": "runs", "description": "what deliveries started"},
             {"name": "meta", "description": "this document, health, readiness and metrics"},

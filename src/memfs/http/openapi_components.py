@@ -114,6 +114,7 @@ TYPES: dict[str, Json] = {
     "ts": TS,
     "ts?": TS_OR_NULL,
     "int?": {"type": ["integer", "null"]},
+    "num": {"type": "number"},
     "uuid": UUID,
     "sha": SHA256,
     "sha?": {**SHA256, "type": ["string", "null"]},
@@ -280,6 +281,39 @@ SCHEMAS: dict[str, Json] = {
         ),
         "Only the sections present are read. Page sizes default/max: vectors 50/200, graph "
         "nodes and edges 100/500, log 50/200 (larger values are coerced).",
+    ),
+    "SearchRequest": _desc(
+        _obj(
+            ("pathPrefix", "metadata", "limit", "pageToken"),
+            closed=True,
+            query=_desc(
+                {"type": "string", "minLength": 1, "maxLength": 1024},
+                'words (all must match), "exact phrases", prefix*, -excluded; at most 1 KiB',
+            ),
+            pathPrefix=_desc(STRING, "only memories below this folder"),
+            metadata=_desc(
+                {
+                    "type": "object",
+                    "maxProperties": 32,
+                    "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+                },
+                "frontmatter equalities, all required (compared as metadata.KEY=VALUE)",
+            ),
+            limit=_desc(INT1, "default 10; larger than 50 is coerced to 50"),
+            pageToken=_desc(STRING, "the nextPageToken of the previous page"),
+        ),
+        "Case- and accent-insensitive, English stemming. Ranked by BM25: the description "
+        "and the path weigh more than the body.",
+    ),
+    "SearchResponse": _obj(
+        results=_array(schema_ref("SearchResult")),
+        nextPageToken=_desc(STRING, '"" after the last page'),
+    ),
+    "SearchResult": _fields(
+        "agentId:agent path:path version:int1 contentSha256:sha description:str? "
+        "updatedAt:ts score:num snippet:str",
+        score="higher is better (column-weighted BM25)",
+        snippet="the best matching passage; matched terms between « and », cuts marked …",
     ),
     "InspectResponse": _object(
         {

@@ -14,13 +14,17 @@ suite by subclassing and saying how to open one on a file::
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from memfs.derived.index.base import Index
+from memfs.derived.index.base import Index, ReadSession
 from memfs.derived.index.schema import SCHEMA_VERSION
-from memfs.domain.commits import CREATED, DELETED, Change, Commit
+from memfs.domain.commits import CREATED, DELETED, MODIFIED, Change, Commit
+from memfs.domain.content import Scalar
+from memfs.domain.search_query import parse_query
 
 AGENT = "alice"
 
@@ -29,6 +33,44 @@ def _commit(revision: int, path: str, data: bytes, ts: int) -> tuple[Commit, dic
     sha = hashlib.sha256(data).hexdigest()
     change = Change(path, CREATED, 1, None, sha, len(data), content=data.decode())
     return Commit(AGENT, revision, ts, "tester", "m", (change,)), {sha: data}
+
+
+def _change(
+    path: str,
+    data: bytes,
+    *,
+    version: int = 1,
+    before: str | None = None,
+    description: str | None = None,
+    metadata: dict[str, Scalar] | None = None,
+) -> tuple[Change, dict[str, bytes]]:
+    sha = hashlib.sha256(data).hexdigest()
+    operation = CREATED if before is None else MODIFIED
+    change = Change(
+        path,
+        operation,
+        version,
+        before,
+        sha,
+        len(data),
+        data.decode(),
+        description=description,
+        metadata=metadata or {},
+    )
+    return change, {sha: data}
+
+
+def _found(
+    session: ReadSession,
+    query: str,
+    target: tuple[str, str] = ("agent", AGENT),
+    *,
+    folder: str = "/memories",
+    filters: Sequence[tuple[str, str]] = (),
+) -> list[str]:
+    """The paths a query finds, best first ("agent:path" for a scope)."""
+    hits = session.search(parse_query(query).match_expression(), target, folder, filters, 50, 0)
+    return [f"{h.agent_id}:{h.path}" if target[0] == "scope" else h.path for h in hits]
 
 
 class IndexContract:
@@ -150,5 +192,113 @@ class IndexContract:
             assert [r[1] for r in at_second] == ["/memories/a.md", "/memories/b.md"]
             assert [r[4] for r in steps] == [1]
             assert live_b is None
+        finally:
+            opened.close()
+
+    # ---- full-text search (memory:query) ---------------------------------------------
+
+    def test_a_commit_is_searchable_in_its_transaction_and_a_delete_unsearchable(
+        self, path: Path
+    ) -> None:
+        opened = self.open_index(path)
+        try:
+            made, contents = _change("/memories/a.md", b"the zebra sleeps\n")
+            first = Commit(AGENT, 1, 1_000, "tester", "m", (made,))
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.apply_commit(first, 1_000, contents, first.to_bytes())
+                assert _found(s, "zebra") == ["/memories/a.md"]  # same transaction
+            edited, more = _change(
+                "/memories/a.md", b"the lion sleeps\n", version=2, before=made.after
+            )
+            second = Commit(AGENT, 2, 2_000, "tester", "m", (edited,))
+            with opened.write_session() as s:
+                s.apply_commit(second, 2_000, more, second.to_bytes())
+            with opened.read_session() as s:
+                assert _found(s, "zebra") == []
+                assert _found(s, "lion") == ["/memories/a.md"]
+                assert s.search_rows(AGENT) == {"/memories/a.md": edited.after}
+            gone = Change("/memories/a.md", DELETED, 3, edited.after, None)
+            third = Commit(AGENT, 3, 3_000, "tester", "m", (gone,))
+            with opened.write_session() as s:
+                s.apply_commit(third, 3_000, {}, third.to_bytes())
+            with opened.read_session() as s:
+                assert _found(s, "lion") == []
+                assert s.search_rows(AGENT) == {}
+        finally:
+            opened.close()
+
+    def test_search_weighs_description_over_body_and_filters_by_folder_and_metadata(
+        self, path: Path
+    ) -> None:
+        opened = self.open_index(path)
+        try:
+            body, c1 = _change("/memories/b.md", b"otters otters otters swim\n")
+            desc, c2 = _change(
+                "/memories/notes/d.md",
+                b"---\ndescription: otters\nkind: rule\n---\nabout rivers\n",
+                description="otters",
+                metadata={"kind": "rule"},
+            )
+            commit = Commit(AGENT, 1, 1_000, "tester", "m", (body, desc))
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.apply_commit(commit, 1_000, {**c1, **c2}, commit.to_bytes())
+            with opened.read_session() as s:
+                assert _found(s, "otters") == ["/memories/notes/d.md", "/memories/b.md"]
+                assert _found(s, "otters", folder="/memories/notes") == ["/memories/notes/d.md"]
+                assert _found(s, "otters", filters=[("kind", "rule")]) == ["/memories/notes/d.md"]
+                assert _found(s, "otters", filters=[("kind", "fact")]) == []
+                assert _found(s, "otters -rivers") == ["/memories/b.md"]
+        finally:
+            opened.close()
+
+    def test_a_scope_search_spans_its_agents_only_and_drop_agent_forgets_them(
+        self, path: Path
+    ) -> None:
+        opened = self.open_index(path)
+        try:
+            with opened.write_session() as s:
+                for n, agent in enumerate(("team", "team/a", "team/b", "teammate"), start=1):
+                    s.put_agent(agent, agent, f"store-{n}", 5)
+                    made, contents = _change("/memories/m.md", f"walrus {agent}\n".encode())
+                    commit = Commit(agent, 1, 1_000 + n, "tester", "m", (made,))
+                    s.apply_commit(commit, 1_000 + n, contents, commit.to_bytes())
+            with opened.read_session() as s:
+                found = _found(s, "walrus", ("scope", "team"))
+            assert sorted(found) == [
+                "team/a:/memories/m.md",
+                "team/b:/memories/m.md",
+                "team:/memories/m.md",
+            ]
+            with opened.write_session() as s:
+                s.drop_agent("team/a")
+            with opened.read_session() as s:
+                assert sorted(_found(s, "walrus", ("scope", "team"))) == [
+                    "team/b:/memories/m.md",
+                    "team:/memories/m.md",
+                ]
+                assert s.search_rows("team/a") == {}
+        finally:
+            opened.close()
+
+    def test_bulk_load_indexes_the_live_memories_for_search(self, path: Path) -> None:
+        opened = self.open_index(path)
+        try:
+            made, contents = _change("/memories/a.md", b"penguins waddle\n")
+            gone, more = _change("/memories/b.md", b"penguins too\n")
+            first = Commit(AGENT, 1, 1_000, "tester", "m", (made, gone))
+            dropped = Change("/memories/b.md", DELETED, 2, gone.after, None)
+            second = Commit(AGENT, 2, 2_000, "tester", "m", (dropped,))
+            entries = [
+                (f"log/{c.revision}", c.to_bytes().decode(), json.loads(c.to_bytes()))
+                for c in (first, second)
+            ]
+            blobs = {**contents, **more}
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.bulk_load(AGENT, entries, blobs.__getitem__)
+            with opened.read_session() as s:
+                assert _found(s, "penguin") == ["/memories/a.md"]  # stemmed: penguins
         finally:
             opened.close()

@@ -9,6 +9,8 @@ Tables (schema ``SCHEMA_VERSION``):
   memory_meta(agent_id, path, key, value) scalar frontmatter, for metadata filters
   blobs(agent_id, sha256, content)       a read cache of contents
   damage(agent_id, file, reason)         agents found damaged (their routes answer 503)
+  search_docs(doc, agent_id, path, sha256) + search_fts(path, description, body)
+                                          the FTS5 full-text index of live memories
   meta(key, value)                        schema version and the visibility clock
 
 The file is watched: a transaction that finds it deleted or replaced (another inode)
@@ -84,6 +86,7 @@ from memfs.derived.index.runs import (
     run_rows,
 )
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
+from memfs.derived.index.search import search_rows
 from memfs.derived.index.sessions import SqliteRead, SqliteWrite
 from memfs.derived.index.walks import live_version_at, step_rows, version_rows
 from memfs.derived.index.writes import (
@@ -95,6 +98,7 @@ from memfs.derived.index.writes import (
     damage,
     drop_agent,
     mark_damaged,
+    purge_search,
     put_agent,
     raise_clock,
     release,
@@ -162,6 +166,7 @@ __all__ = [
     "mark_damaged",
     "memory",
     "path_states",
+    "purge_search",
     "put_agent",
     "put_run",
     "raise_clock",
@@ -173,6 +178,7 @@ __all__ = [
     "runs_by_status",
     "savepoint",
     "schema",
+    "search_rows",
     "step_rows",
     "version",
     "version_rows",

@@ -5,7 +5,7 @@ as s`` is one read snapshot, ``with idx.write_session() as s`` one write transac
 holding the index's one write lock (committed when the block ends, rolled back on any
 error). Every query the core makes is a session method — memories, versions, commits,
 agents, runs and steps, deliveries, the inspect walkers, the visibility clock and the
-planner's batched path states — so a second engine (PostgreSQL, say) implements these
+planner's batched path states, full-text search — so a second engine (PostgreSQL, say) implements these
 protocols and runs ``memfs.testing.IndexContract``. The SQLite index
 (``derived/index/``) is the one implementation today.
 """
@@ -25,6 +25,7 @@ from memfs.domain.records import (
     ListingJson,
     MemoryRow,
     PathState,
+    SearchHit,
     VersionRow,
 )
 
@@ -109,6 +110,19 @@ class ReadSession(Protocol):
     def step_rows(
         self, kind: str, ident: str, seek: tuple[Any, ...], pin: int, limit: int, *, commits: bool
     ) -> list[tuple[Any, ...]]: ...
+    # Full-text search (memory:query): ``match`` is an FTS5 expression written by
+    # domain.search_query (an engine without FTS5 translates that small grammar);
+    # ``target`` is ("agent" | "scope", id).
+    def search(
+        self,
+        match: str,
+        target: tuple[str, str],
+        folder: str,
+        filters: Sequence[tuple[str, str]],
+        limit: int,
+        offset: int,
+    ) -> list[SearchHit]: ...
+    def search_rows(self, agent_id: str) -> dict[str, str | None]: ...
 
 
 class WriteSession(ReadSession, Protocol):
@@ -145,6 +159,7 @@ class WriteSession(ReadSession, Protocol):
         detail: str,
     ) -> None: ...
     def forget_delivery(self, agent_id: str, run_id: str) -> None: ...
+    def purge_search(self) -> None: ...
 
 
 class Index(Protocol):

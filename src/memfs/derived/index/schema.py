@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memfs.derived.index.rows import listing_text
+from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 _SCHEMA = """
@@ -66,7 +67,7 @@ CREATE TABLE IF NOT EXISTS blobs(
 CREATE TABLE IF NOT EXISTS damage(
   agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
 ) WITHOUT ROWID;
-"""
+""" + f"{DOCS_TABLE};\n{FTS_TABLE};\n"
 
 
 # Every table keyed by agent: what erasing an agent or a full reindex clears.
@@ -80,6 +81,7 @@ DERIVED_TABLES = (
     "runs",
     "run_steps",
     "damage",
+    "search_docs",  # with its search_fts rows (see search.drop_docs)
 )
 
 
@@ -95,6 +97,19 @@ def _add_listing_column(conn: sqlite3.Connection) -> None:
     )
 
 
+def _add_search_index(conn: sqlite3.Connection) -> None:
+    """The full-text index of memory:query, filled from the live memories and the
+    cached contents (a content not cached gives a row fsck reports stale)."""
+    conn.execute(DOCS_TABLE)
+    conn.execute(FTS_TABLE)
+    rows = conn.execute(
+        "SELECT m.agent_id, m.path, m.sha256, m.description, b.content FROM memories m"
+        " LEFT JOIN blobs b ON b.agent_id=m.agent_id AND b.sha256=m.sha256"
+    ).fetchall()
+    for agent_id, path, sha256, description, content in rows:
+        index_doc(conn, agent_id, path, sha256, description, content)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One named step: turns an index of schema ``source`` into ``source + 1``."""
@@ -107,7 +122,10 @@ class Migration:
 # In order, one per schema version; the last one leads to SCHEMA_VERSION. Tables and
 # indexes added without a version bump (damage, inspect's per-agent log seeks) need no
 # step: every statement of _SCHEMA is CREATE … IF NOT EXISTS and runs on every open.
-MIGRATIONS = (Migration("listing_column", 1, _add_listing_column),)
+MIGRATIONS = (
+    Migration("listing_column", 1, _add_listing_column),
+    Migration("search_index", 2, _add_search_index),
+)
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from memfs.derived.index import reads, runs, walks, writes
+from memfs.derived.index import reads, runs, search, walks, writes
 from memfs.derived.index.rows import Connection
 from memfs.derived.index.runs import RunRow
 from memfs.domain.commits import Commit
@@ -18,6 +18,7 @@ from memfs.domain.records import (
     ListingJson,
     MemoryRow,
     PathState,
+    SearchHit,
     VersionRow,
 )
 
@@ -201,6 +202,20 @@ class SqliteRead:
     ) -> list[tuple[Any, ...]]:
         return walks.step_rows(self.conn, kind, ident, seek, pin, limit, commits=commits)
 
+    def search(
+        self,
+        match: str,
+        target: tuple[str, str],
+        folder: str,
+        filters: Sequence[tuple[str, str]],
+        limit: int,
+        offset: int,
+    ) -> list[SearchHit]:
+        return search.search(self.conn, match, target, folder, filters, limit, offset)
+
+    def search_rows(self, agent_id: str) -> dict[str, str | None]:
+        return search.search_rows(self.conn, agent_id)
+
 
 class SqliteWrite(SqliteRead):
     """A write transaction holding the index's write lock."""
@@ -265,3 +280,6 @@ class SqliteWrite(SqliteRead):
 
     def forget_delivery(self, agent_id: str, run_id: str) -> None:
         return runs.forget_delivery(self.conn, agent_id, run_id)
+
+    def purge_search(self) -> None:
+        return writes.purge_search(self.conn)

@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from memfs.derived.index import search
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit, parse_ts
@@ -32,6 +33,7 @@ def put_agent(
 
 def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) -> None:
     """Forget an agent (``runs=False``: keep its runs, which reindex rescans apart)."""
+    search.drop_docs(conn, agent_id)
     for table in DERIVED_TABLES:
         if runs or table not in ("runs", "run_steps"):
             conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
@@ -99,6 +101,7 @@ def apply_commit(
             )
         if change.after is None:
             conn.execute("DELETE FROM memories WHERE agent_id=? AND path=?", (agent, change.path))
+            search.unindex_doc(conn, agent, change.path)
             continue
         # An update keeps the memory's created_at.
         conn.execute(
@@ -132,6 +135,14 @@ def apply_commit(
                 "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
                 (agent, change.after, contents[change.after]),
             )
+        # A rename brings no content along: its bytes are the cached ones.
+        content = contents.get(change.after)
+        if content is None:
+            row = conn.execute(
+                "SELECT content FROM blobs WHERE agent_id=? AND sha256=?", (agent, change.after)
+            ).fetchone()
+            content = bytes(row[0]) if row is not None else None
+        search.index_doc(conn, agent, change.path, change.after, description, content)
     name_sql = ", name=?" if commit.agent_name is not None else ""
     params: list[object] = [commit.revision, commit.ts]
     if commit.agent_name is not None:
@@ -259,6 +270,9 @@ def bulk_load(
         "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
         [(agent, sha, data) for sha, data in blobs.items()],
     )
+    search.index_docs(
+        conn, agent, ((row[1], row[3], row[5], blobs.get(row[3])) for row in live.values())
+    )
     conn.execute(
         "UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?),"
         " name=COALESCE(?, name) WHERE agent_id=?",
@@ -290,7 +304,13 @@ def clear_damage(conn: sqlite3.Connection, agent_id: str) -> None:
 
 def clear_tables(conn: sqlite3.Connection, tables: Iterable[str]) -> None:
     for table in tables:
+        if table == "search_docs":
+            search.drop_docs(conn, None)
         conn.execute(f"DELETE FROM {table}")
+
+
+def purge_search(conn: sqlite3.Connection) -> None:
+    search.purge(conn)
 
 
 def savepoint(conn: sqlite3.Connection, name: str) -> None:

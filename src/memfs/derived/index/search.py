@@ -1,0 +1,202 @@
+"""The full-text index: an FTS5 table of live memories, and the memory:query read.
+
+``search_docs(doc, agent_id, path, sha256)`` gives each live memory a stable integer
+``doc``; ``search_fts`` holds, under that rowid, three columns: the path (relative to
+/memories), the frontmatter description and the body (the text after the
+frontmatter). The tokenizer is ``porter unicode61 remove_diacritics 2``: case- and
+accent-folded words, stemmed for English. Both tables are written in the transaction
+of the commit that changes the memory, so a search is never staler than a listing.
+``sha256`` is the content the row was made from: what fsck compares with the log.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from memfs.domain.content import body_text
+from memfs.domain.paths import ROOT
+from memfs.domain.records import SearchHit
+
+DOCS_TABLE = """CREATE TABLE IF NOT EXISTS search_docs(
+  doc INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, path TEXT NOT NULL, sha256 TEXT,
+  UNIQUE(agent_id, path)
+)"""
+FTS_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5("
+    "path, description, body, tokenize='porter unicode61 remove_diacritics 2')"
+)
+
+# bm25() column weights (path, description, body): a word in the description counts
+# as much as eight in the body, one in the path as four; see docs/design-notes.md.
+WEIGHTS = (4.0, 8.0, 1.0)
+SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS = "«", "»", "…"
+SNIPPET_TOKENS = 16
+_BM25 = "bm25(search_fts, {}, {}, {})".format(*WEIGHTS)
+_AFTER_SLASH = "0"  # the character after '/': the end of a folder's key range
+
+
+def path_text(path: str) -> str:
+    """The path as indexed: without the /memories/ every path starts with."""
+    return path.removeprefix(ROOT + "/")
+
+
+def index_doc(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    path: str,
+    sha256: str | None,
+    description: str | None,
+    content: bytes | None,
+) -> None:
+    """(Re)index the live memory at ``path``; ``content`` None: not at hand (the row is
+    made without a body, and with no sha256, so fsck reports it stale)."""
+    if content is None:
+        sha256 = None
+    row = conn.execute(
+        "INSERT INTO search_docs(agent_id, path, sha256) VALUES(?,?,?)"
+        " ON CONFLICT(agent_id, path) DO UPDATE SET sha256=excluded.sha256 RETURNING doc",
+        (agent_id, path, sha256),
+    ).fetchone()
+    body = body_text(content) if content is not None else ""
+    conn.execute(
+        "INSERT OR REPLACE INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)",
+        (row[0], path_text(path), description or "", body),
+    )
+
+
+def unindex_doc(conn: sqlite3.Connection, agent_id: str, path: str) -> None:
+    """Forget the memory at ``path`` (deleted, or renamed away)."""
+    row = conn.execute(
+        "DELETE FROM search_docs WHERE agent_id=? AND path=? RETURNING doc", (agent_id, path)
+    ).fetchone()
+    if row is not None:
+        conn.execute("DELETE FROM search_fts WHERE rowid=?", (row[0],))
+
+
+def index_docs(
+    conn: sqlite3.Connection,
+    agent_id: str,
+    docs: Iterable[tuple[str, str, str | None, bytes | None]],
+) -> None:
+    """Index many memories of an agent that has none indexed: (path, sha256,
+    description, content) each (reindex's bulk load)."""
+    for path, sha256, description, content in docs:
+        index_doc(conn, agent_id, path, sha256, description, content)
+
+
+def drop_docs(conn: sqlite3.Connection, agent_id: str | None) -> None:
+    """Forget every indexed memory of an agent (None: of every agent)."""
+    if agent_id is None:
+        conn.execute("DELETE FROM search_fts")
+        conn.execute("DELETE FROM search_docs")
+        return
+    conn.execute(
+        "DELETE FROM search_fts WHERE rowid IN (SELECT doc FROM search_docs WHERE agent_id=?)",
+        (agent_id,),
+    )
+    conn.execute("DELETE FROM search_docs WHERE agent_id=?", (agent_id,))
+
+
+def purge(conn: sqlite3.Connection) -> None:
+    """Merge the full-text index into one segment: FTS5 deletes only mark words deleted
+    in old segments; merging drops them, and secure_delete zeroes the freed pages, so an
+    erased agent's words leave the file (SQLite 3.40 has no FTS5 secure-delete)."""
+    conn.execute("INSERT INTO search_fts(search_fts) VALUES('optimize')")
+
+
+def search(
+    conn: sqlite3.Connection,
+    match: str,
+    target: tuple[str, str],
+    folder: str,
+    filters: Sequence[tuple[str, str]],
+    limit: int,
+    offset: int,
+) -> list[SearchHit]:
+    """Live memories matching the FTS5 expression ``match``, best first, from
+    ``offset``. ``target`` is ("agent", id) or ("scope", id): the agent, or it and every
+    agent below it, ranked in one list. ``folder`` limits to paths below it;
+    ``filters`` are (key, value) metadata equalities, all required."""
+    kind, ident = target
+    where = ["search_fts MATCH ?"]
+    params: list[object] = [match]
+    if kind == "agent":
+        where.append("d.agent_id=?")
+        params.append(ident)
+    else:
+        where.append("(d.agent_id=? OR (d.agent_id>? AND d.agent_id<?))")
+        params += [ident, ident + "/", ident + _AFTER_SLASH]
+    if folder != ROOT:
+        where.append("d.path>? AND d.path<?")
+        params += [folder + "/", folder + _AFTER_SLASH]
+    for key, value in filters:
+        where.append(
+            "EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=d.agent_id"
+            " AND m.path=d.path AND m.key=? AND m.value=?)"
+        )
+        params += [key, value]
+    # Ranked first, passages after: snippet() costs a pass over a document's text, so it
+    # runs for the page's rows only, not for every match the ranking sorts.
+    ranked = conn.execute(
+        f"SELECT search_fts.rowid, d.agent_id, d.path, -{_BM25} FROM search_fts"
+        " JOIN search_docs d ON d.doc=search_fts.rowid"
+        f" WHERE {' AND '.join(where)}"
+        f" ORDER BY {_BM25}, d.agent_id, d.path LIMIT ? OFFSET ?",
+        (*params, limit, offset),
+    ).fetchall()
+    if not ranked:
+        return []
+    docs = [r[0] for r in ranked]
+    marks = ",".join("?" * len(docs))
+    snip = "snippet(search_fts, {}, ?, ?, ?, ?)"
+    cut = (SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS)
+    snippets = {
+        doc: _passage(columns)
+        for doc, *columns in conn.execute(
+            f"SELECT rowid, {snip.format(2)}, {snip.format(1)}, {snip.format(0)}"
+            f" FROM search_fts WHERE search_fts MATCH ? AND rowid IN ({marks})",
+            (*cut, *cut, *cut, match, *docs),
+        )
+    }
+    hits: list[SearchHit] = []
+    for doc, agent_id, path, score in ranked:
+        row = conn.execute(
+            "SELECT version, sha256, description, updated_at FROM memories"
+            " WHERE agent_id=? AND path=?",
+            (agent_id, path),
+        ).fetchone()
+        if row is None:  # not live (a stale row fsck reports): never shown
+            continue
+        hits.append(
+            SearchHit(
+                agent_id=agent_id,
+                path=path,
+                version=row[0],
+                sha256=row[1],
+                description=row[2],
+                updated_at=row[3],
+                score=float(score),
+                snippet=snippets.get(doc, ""),
+            )
+        )
+    return hits
+
+
+def _passage(columns: Sequence[object]) -> str:
+    """The first of body, description, path with a marked term (a match may lie in
+    any; a passage of the body says most), on one line."""
+    texts = [str(c or "") for c in columns]
+    best = next((t for t in texts if SNIPPET_OPEN in t), texts[0])
+    return " ".join(best.split())
+
+
+def search_rows(conn: sqlite3.Connection, agent_id: str) -> dict[str, str | None]:
+    """path → the sha256 its full-text row was made from (None: made without its
+    content), for the agent's rows that have their FTS5 row: what fsck checks."""
+    rows = conn.execute(
+        "SELECT d.path, d.sha256 FROM search_docs d WHERE d.agent_id=?"
+        " AND EXISTS(SELECT 1 FROM search_fts f WHERE f.rowid=d.doc)",
+        (agent_id,),
+    )
+    return {str(path): sha for path, sha in rows}
