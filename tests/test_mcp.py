@@ -209,6 +209,57 @@ def test_http_history_and_read_version_equal_the_api_reads(server: RealServer) -
     assert answers[6].error and v3.json()["message"] in answers[6].text
 
 
+def test_http_search_answers_equal_memory_query(server: RealServer) -> None:
+    agent = "users/sam/search"
+    make_agent(server, agent)
+    notes = {
+        "/memories/trips/kyoto.md": "---\ndescription: Kyoto trip\n---\nTemples and gardens in Kyoto.\n",
+        "/memories/trips/oslo.md": "Oslo in winter: fjords, museums.\n",
+        "/memories/food.md": "Ramen places near the Kyoto station.\n",
+    }
+    for path, text in notes.items():
+        command_api(server, agent, {"command": "create", "path": path, "file_text": text})
+    reader = make_key(server, "sam-ro", "memories:read", "agents:users/sam")
+    other = make_key(server, "tim-ro", "memories:read", "agents:users/tim")
+    queries: list[dict[str, Any]] = [
+        {"query": "kyoto"},
+        {"query": "kyoto", "pathPrefix": "/memories/trips/"},
+        {"query": "kyoto -ramen", "limit": 1},
+        {"query": '"in winter"'},
+        {"query": "gard*"},
+    ]
+    bad: list[dict[str, Any]] = [
+        {"query": ""},
+        {"query": '"unbalanced'},
+        {"query": "x" * 1025},
+        {"query": 42},
+        {"query": "kyoto", "limit": 0},
+        {"query": "kyoto", "pageToken": "forged.token"},
+        {"query": "kyoto", "pathPrefix": "/memories/../etc"},
+        {"query": "kyoto", "agentId": "users/tim"},
+    ]
+    calls: list[Call] = [("search", q) for q in [*queries, *bad]]
+    _, answers = session(mcp_url(server, agent), calls, key=reader)
+    with api(server) as http:
+        url = f"/v1/agents/{quote(agent, safe='')}/memory:query"
+        expected = [http.post(url, json=q).json() for q in queries]
+    assert [json.loads(a.text) for a in answers[: len(queries)]] == expected
+    assert expected[0]["results"][0]["path"] == "/memories/trips/kyoto.md"
+    assert [r["path"] for r in expected[2]["results"]] == ["/memories/trips/kyoto.md"]
+    accepted = [q for q, a in zip(bad, answers[len(queries) :], strict=True) if not a.error]
+    assert accepted == []
+    # Paging with the API's token continues the same list.
+    token = json.loads(answers[2].text)["nextPageToken"]
+    _, more = session(
+        mcp_url(server, agent), [("search", {"query": "kyoto -ramen", "limit": 1, "pageToken": token})]
+    )
+    with api(server) as http:
+        page2 = http.post(url, json={"query": "kyoto -ramen", "limit": 1, "pageToken": token}).json()
+    assert json.loads(more[0].text) == page2
+    _, denied = session(mcp_url(server, agent), [("search", {"query": "kyoto"})], key=other)
+    assert denied[0].error and "users/sam/search" in denied[0].text
+
+
 def test_http_writes_are_commits_recorded_as_the_key_or_subject(server: RealServer) -> None:
     agent = "users/bob/assistant"
     make_agent(server, agent)
@@ -340,16 +391,20 @@ def test_stdio_serves_every_tool_on_the_data_folder(tmp_path: Path) -> None:
         ("history", {"path": "/memories/done.md"}),
         ("read_version", {"path": "/memories/done.md", "version": 1}),
         ("history", {"path": "/memories/nothing.md"}),
+        ("search", {"query": "gamma"}),
     ]
     listed, answers = session(target, calls)
     assert {tool.name for tool in listed} == TOOL_NAMES
     # The same texts as memory:command on a server (the HTTP test's agent saw them).
     assert answers[1].text == "File created successfully at: /memories/notes/project.md"
     assert not answers[3].error and answers[4].error and answers[12].error
-    history = json.loads(answers[-3].text)
+    history = json.loads(answers[-4].text)
     assert [v["actor"] for v in history["versions"]] == ["claude-code"]
-    assert json.loads(answers[-2].text)["content"].startswith("# Project\nfirst\ngamma")
-    assert answers[-1].error and "no history" in answers[-1].text
+    assert json.loads(answers[-3].text)["content"].startswith("# Project\nfirst\ngamma")
+    assert answers[-2].error and "no history" in answers[-2].text
+    found = json.loads(answers[-1].text)
+    assert [r["path"] for r in found["results"]] == ["/memories/done.md"]
+    assert "«gamma»" in found["results"][0]["snippet"]
     # The commits are in the data folder, for the CLI and the server alike.
     shown = memfs_cli("cat", agent, "done.md", data=data)
     assert shown.returncode == 0 and "gamma" in shown.stdout
@@ -422,14 +477,19 @@ def test_stdio_against_a_server_uses_the_token_and_its_scopes(server: RealServer
         ("view", {"path": "/memories/r.md"}),
         ("history", {"path": "/memories/r.md"}),
         ("read_version", {"path": "/memories/r.md", "version": 1}),
+        ("search", {"query": "remote"}),
+        ("search", {"query": '"unbalanced'}),
     ]
     _, answers = session(remote(writer), calls)
-    assert [a.error for a in answers] == [False, False, False, False]
+    assert [a.error for a in answers] == [False, False, False, False, False, True]
     with api(server) as http:
         base = f"/v1/agents/{quote(agent, safe='')}"
         versions = http.get(f"{base}/versions", params={"path": "/memories/r.md"}).json()
         v1 = http.get(f"{base}/memories/r.md", params={"version": 1}).json()
+        found = http.post(f"{base}/memory:query", json={"query": "remote"}).json()
     assert json.loads(answers[2].text) == versions
+    assert json.loads(answers[4].text) == found and found["results"]
+    assert "query" in answers[5].text
     assert versions["versions"][0]["actor"] == "key:erin-rw"
     assert json.loads(answers[3].text) == v1
     assert answers[1].text == command_api(server, agent, {"command": "view", "path": "/memories/r.md"}).text

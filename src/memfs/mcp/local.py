@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from memfs import wire
-from memfs.core import history
+from memfs.core import history, search
 from memfs.core.auth import Principal
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
@@ -79,6 +79,10 @@ class LocalMemory:
         return await in_thread(run)
 
     async def search(self, body: Json) -> Json:
-        from memfs.errors import Unavailable
+        def run() -> Json:
+            self.principal.require("memories:read", self.agent_id)
+            fields = search.request_fields(body)
+            page = search.search(self.store, self.signer, agent_id=self.agent_id, **fields)
+            return wire.search_page_json(page)
 
-        raise Unavailable("search is not available in this build yet")
+        return await in_thread(run)

@@ -71,4 +71,15 @@ class RemoteMemory:
         return out
 
     async def search(self, body: Json) -> Json:
-        raise Unavailable("search is not available in this build yet")
+        page = await self._call(
+            lambda: self.client.search(
+                body.get("query"),  # type: ignore[arg-type]  # any JSON: the server judges it
+                agent_id=self.agent_id,
+                path_prefix=body.get("pathPrefix"),
+                metadata=body.get("metadata"),
+                limit=body.get("limit"),
+                page_token=body.get("pageToken"),
+            )
+        )
+        out: Json = camel(page)
+        return out

@@ -278,7 +278,7 @@ async def _run(memory: Memory, tool: Tool, args: dict[str, Any]) -> Answer:
     if tool.name == "read_version":
         version = _integer(args, "version", None, 1, 2**63 - 1)
         return _json(await memory.read_version(_string(args, "path"), version))
-    _string(args, "query")  # memory:query judges the rest with its own 400 texts
+    # memory:query's core judges the fields, with the texts of its 400s.
     return _json(await memory.search(args))
 
 
