@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import sys
+import textwrap
 from typing import TYPE_CHECKING
 
 from memfs.cli.base import Parser, command
@@ -80,13 +81,19 @@ def add_commands(sub: argparse._SubParsersAction[Parser]) -> None:
         sub,
         "mcp",
         cmd_mcp,
-        "serve one agent's memory as MCP tools over stdio (for Claude Code, Claude "
-        "Desktop and other MCP clients). Tools: view, create, str_replace, insert, "
-        "delete, rename (Claude's memory tool), search, history, read_version. Every "
-        "change is a versioned commit. Runs on the data folder (creating the agent if "
-        "new), or with --url against a memfs server using the key in $MEMFS_TOKEN. "
-        "See docs/mcp.md for client configs.",
+        "serve one agent's memory as MCP tools over stdio (Claude Code, Claude Desktop, ...)",
         "claude mcp add memfs -- memfs mcp --agent users/alice/assistant --data ~/.memfs",
+    )
+    # RawDescriptionHelpFormatter prints the description as given: wrap it here.
+    p.description = textwrap.fill(
+        "Serve one agent's memory as MCP tools over stdio, for an MCP client that starts "
+        "it (Claude Code, Claude Desktop, agent frameworks). Tools: view, create, "
+        "str_replace, insert, delete, rename (Claude's memory tool, the texts of "
+        "memory:command), search, history, read_version; every change is a versioned "
+        "commit. It runs on the data folder (creating it and the agent if new, "
+        "committing as --actor), or with --url on a memfs server with the key in "
+        f"${TOKEN_ENV}. stdout carries only MCP frames. Client configs: docs/mcp.md.",
+        width=88,
     )
     p.add_argument(
         "--agent", required=True, metavar="AGENT_ID", help="the agent whose memory the tools use"
