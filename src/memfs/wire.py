@@ -98,7 +98,7 @@ def search_hit_json(hit: SearchHit) -> dict[str, Any]:
         "contentSha256": hit.sha256,
         "description": hit.description,
         "updatedAt": format_ts(hit.updated_at),
-        "score": round(hit.score, 6),
+        "score": float(f"{hit.score:.6g}"),  # 6 significant digits: tiny stores score ~1e-6
         "snippet": hit.snippet,
     }
 

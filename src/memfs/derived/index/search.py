@@ -139,10 +139,12 @@ def search(
     # Ranked first, passages after: snippet() costs a pass over a document's text, so it
     # runs for the page's rows only, not for every match the ranking sorts.
     ranked = conn.execute(
-        f"SELECT search_fts.rowid, d.agent_id, d.path, -{_BM25} FROM search_fts"
+        # One bm25() per match, named once: ``-bm25`` in the select list and ``bm25`` in
+        # ORDER BY would be two expressions, each computed for every match.
+        f"SELECT search_fts.rowid, d.agent_id, d.path, {_BM25} AS bm FROM search_fts"
         " JOIN search_docs d ON d.doc=search_fts.rowid"
         f" WHERE {' AND '.join(where)}"
-        f" ORDER BY {_BM25}, d.agent_id, d.path LIMIT ? OFFSET ?",
+        " ORDER BY bm, d.agent_id, d.path LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
     if not ranked:
@@ -160,7 +162,7 @@ def search(
         )
     }
     hits: list[SearchHit] = []
-    for doc, agent_id, path, score in ranked:
+    for doc, agent_id, path, bm in ranked:
         row = conn.execute(
             "SELECT version, sha256, description, updated_at FROM memories"
             " WHERE agent_id=? AND path=?",
@@ -176,7 +178,7 @@ def search(
                 sha256=row[1],
                 description=row[2],
                 updated_at=row[3],
-                score=float(score),
+                score=-float(bm),  # bm25() is lower for a better match
                 snippet=snippets.get(doc, ""),
             )
         )
