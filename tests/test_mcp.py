@@ -333,6 +333,10 @@ def test_http_refuses_bad_keys_and_browsers_and_needs_no_protocol_header(
     # The SDK's client sends no Memfs-Protocol header, and is answered.
     listed, _ = session(mcp_url(server, "refuse/agent"), [])
     assert len(listed) == len(TOOL_NAMES)
+    # /metrics counts MCP requests under the route template, never an agent id.
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        metrics = http.get("/metrics").text
+    assert 'route="/mcp/agents/{agentId}"' in metrics and "refuse/agent" not in metrics
 
 
 def test_http_hostile_arguments_are_tool_errors_that_change_nothing(server: RealServer) -> None:
