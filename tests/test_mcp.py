@@ -59,8 +59,10 @@ def session(
     *,
     key: str = ADMIN_KEY,
     extra: dict[str, str] | None = None,
+    mode: str = "auto",
 ) -> tuple[list[Any], list[Answer]]:
-    """One SDK client session: the listed tools, then each call's answer in order."""
+    """One SDK client session: the listed tools, then each call's answer in order.
+    ``mode="legacy"``: the 2025 initialize handshake (today's Claude clients)."""
 
     async def go(client: Client) -> tuple[list[Any], list[Answer]]:
         async with client:
@@ -74,11 +76,11 @@ def session(
 
     async def connect() -> tuple[list[Any], list[Answer]]:
         if isinstance(target, StdioServerParameters):
-            return await go(Client(target, read_timeout_seconds=60))
+            return await go(Client(target, read_timeout_seconds=60, mode=mode))
         auth = {"Authorization": f"Bearer {key}", **(extra or {})}
         async with httpx2.AsyncClient(headers=auth, timeout=60) as http:
             transport = streamable_http_client(target, http_client=http)
-            return await go(Client(transport, read_timeout_seconds=60))
+            return await go(Client(transport, read_timeout_seconds=60, mode=mode))
 
     return asyncio.run(connect())
 
@@ -272,6 +274,7 @@ def test_http_writes_are_commits_recorded_as_the_key_or_subject(server: RealServ
         [("str_replace", {"path": path, "old_str": "k", "new_str": "s"})],
         key=secret,
         extra=narrowed,
+        mode="legacy",
     )
     with api(server) as http:
         rows = http.get(
@@ -323,11 +326,22 @@ def test_http_refuses_bad_keys_and_browsers_and_needs_no_protocol_header(
         bad_agent = http.post(
             "/mcp/agents/../x", json=body, headers={"Authorization": f"Bearer {ADMIN_KEY}"}
         )
+        stream = http.get(url, headers={**mcp_headers, "Authorization": f"Bearer {ADMIN_KEY}"})
+        end = http.delete(url, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+        garbage = http.post(
+            url,
+            content=b"{not json",
+            headers={**mcp_headers, "Authorization": f"Bearer {ADMIN_KEY}", "Content-Type": "application/json"},
+        )
     assert (missing.status_code, missing.json()["code"]) == (401, "unauthorized")
     assert (wrong.status_code, wrong.json()["details"]["field"]) == (401, "Authorization")
     assert (browser.status_code, browser.json()["details"]["field"]) == (403, "Origin")
     assert bare.status_code == 404 and "/mcp/agents/" in bare.json()["message"]
     assert bad_agent.status_code in (400, 404)
+    # Stateless: no event stream to hold open, no session to end.
+    assert (stream.status_code, stream.headers["allow"]) == (405, "POST")
+    assert end.status_code == 405
+    assert garbage.status_code == 400
     for answer in (missing, wrong, browser, bare):
         assert answer.headers["memfs-request-id"].startswith("req_")
     # The SDK's client sends no Memfs-Protocol header, and is answered.

@@ -36,7 +36,7 @@ from memfs.core.tokens import Signer
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, search, tenant, triggers
 from memfs.http.context import Ctx, Services
-from memfs.http.envelope import error_response, internal_error
+from memfs.http.envelope import MethodNotAllowed, error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
 from memfs.mcp import routes as mcp_routes
@@ -293,6 +293,14 @@ class MemfsApp:
     async def _mcp_answer(self, request: Request, raw_path: str) -> Response:
         """MCP clients send no Memfs-Protocol; the key and its scopes are /v1's."""
         agent_id = mcp_routes.agent_in_path(raw_path)
+        if request.method != "POST":
+            # Stateless: no session, so no GET event stream (it would idle open) and
+            # no DELETE to end one; the MCP spec's answer for both is 405.
+            raise MethodNotAllowed(
+                f"{request.method} is not allowed on MCP's stateless endpoint; POST "
+                "JSON-RPC messages",
+                ["POST"],
+            )
         principal = authenticate(
             request.headers, self.services.keys, self.services.admin_key.current()
         )
