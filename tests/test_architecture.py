@@ -8,8 +8,10 @@ Each folder of ``src/memfs`` has one job and an import rule, checked here on the
 - ``derived``: rebuildable state (index, working trees); may import ``canonical`` and
   ``domain``.
 - ``core``: the use cases; may import all three.
-- edges (``http``, ``console``, ``cli``, and the ``wire`` shapes they render): import ``core``,
-  ``domain``, ``errors``, ``config`` and ``wire``, never ``derived`` or ``canonical``.
+- edges (``http``, ``console``, ``cli``, ``mcp``, and the ``wire`` shapes they render):
+  import ``core``, ``domain``, ``errors``, ``config`` and ``wire``, never ``derived`` or
+  ``canonical``. ``http`` mounts the console and serves the ``mcp`` tool table, as does
+  ``cli``; ``mcp`` and ``cli`` also reach a server through the ``client``.
 - ``client`` and ``integrations``: talk HTTP; import no server code at all.
 - ``testing``: the shipped contract suites; may import every layer but the edges.
 
@@ -33,9 +35,13 @@ RULES: dict[str, set[str]] = {
     "canonical": {"memfs.domain", "memfs.canonical"},
     "derived": {"memfs.domain", "memfs.canonical", "memfs.derived"},
     "core": {"memfs.domain", "memfs.canonical", "memfs.derived", "memfs.core", "memfs.config"},
-    "http": EDGE_MAY | {"memfs.http", "memfs.console"},  # http/app.py mounts the console
+    # http/app.py mounts the console, and MCP at /mcp.
+    "http": EDGE_MAY | {"memfs.http", "memfs.console", "memfs.mcp"},
     "console": EDGE_MAY | {"memfs.console"},
-    "cli": EDGE_MAY | {"memfs.cli", "memfs.client"},  # the CLI pages inspect with the client
+    # The CLI pages inspect with the client and runs `memfs mcp` on stdio.
+    "cli": EDGE_MAY | {"memfs.cli", "memfs.client", "memfs.mcp"},
+    # MCP's tool table; `memfs mcp --url` answers it through the client.
+    "mcp": EDGE_MAY | {"memfs.mcp", "memfs.client"},
     "wire": EDGE_MAY,
     "config": set(),
     "errors": set(),
@@ -51,8 +57,8 @@ RULES: dict[str, set[str]] = {
 # each with its reason. Empty today; an entry added is a debt, and the list only shrinks.
 ALLOWED_EXCEPTIONS: set[tuple[str, str]] = set()
 
-WEB_STACK = ("starlette", "uvicorn", "httpx", "anthropic")
-WEB_ROOMS = {"http", "console", "cli", "client", "integrations"}
+WEB_STACK = ("starlette", "uvicorn", "httpx", "anthropic", "mcp", "mcp_types")
+WEB_ROOMS = {"http", "console", "cli", "client", "integrations", "mcp"}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -292,7 +298,7 @@ def test_the_connection_check_sees_each_way_in(tmp_path: Path) -> None:
     assert _raw_index_uses(clean) == []
 
 
-EDGE_ROOMS = {"http", "cli", "wire"}
+EDGE_ROOMS = {"http", "console", "cli", "mcp", "wire"}
 
 
 def _backend_uses(path: Path) -> list[int]:

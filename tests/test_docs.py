@@ -69,7 +69,21 @@ def test_every_route_has_a_section_in_api_md(route: str) -> None:
 
 def test_api_md_documents_no_route_that_does_not_exist() -> None:
     documented = {h for h in _headings(_read(API)) if re.match(r"(GET|PUT|POST|DELETE|PATCH) /", h)}
-    assert documented - {*ROUTE_IDS, "GET /openapi.json"} == set()
+    assert documented - {*ROUTE_IDS, "GET /openapi.json", MCP_ROUTE} == set()
+
+
+MCP_ROUTE = "POST /mcp/agents/{agentId}"  # served by the SDK, outside the /v1 router
+
+
+def test_api_md_and_mcp_md_document_the_mcp_endpoint_and_every_tool() -> None:
+    from memfs.mcp.tools import TOOLS
+
+    assert MCP_ROUTE in _headings(_read(API))
+    mcp_md = _read(ROOT / "docs" / "mcp.md")
+    for tool in TOOLS:
+        assert f"| `{tool.name}` |" in mcp_md, f"docs/mcp.md's tool table lacks {tool.name}"
+    for client in ("claude mcp add", "claude_desktop_config.json", "Authorization: Bearer"):
+        assert client in mcp_md
 
 
 @pytest.mark.parametrize("variable", ENVIRONMENT)

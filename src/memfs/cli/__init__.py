@@ -2,7 +2,8 @@
 
 Each subcommand is a thin shell over Store / maintenance functions: parse, call,
 print. Commands are declared next to their handlers, one module per command group
-(``memories``, ``webhooks``, ``audit``, ``integrity``, ``keys``, ``backup``, ``serve``). Errors print one line ``memfs: <reason>`` on stderr and exit non-zero:
+(``memories``, ``webhooks``, ``audit``, ``integrity``, ``keys``, ``backup``, ``serve``,
+``mcp``). Errors print one line ``memfs: <reason>`` on stderr and exit non-zero:
 2 bad input, 3 not found, 4 conflict, 5 precondition failed, 6 too large, 1 other.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memfs import __version__, config
-from memfs.cli import audit, backup, integrity, keys, memories, search, serve, webhooks
+from memfs.cli import audit, backup, integrity, keys, mcp, memories, search, serve, webhooks
 from memfs.cli.base import EXIT_CODES, Parser, common_options
 from memfs.core import faults, healing, indexes, maintenance
 from memfs.core.store import Store
@@ -45,7 +46,7 @@ def build_parser() -> Parser:
     sub.required = True
 
     # The order is the order of 'memfs --help'.
-    for group in (serve, webhooks, memories, search, audit, integrity, keys, backup):
+    for group in (serve, mcp, webhooks, memories, search, audit, integrity, keys, backup):
         group.add_commands(sub)
     return parser
 
@@ -73,7 +74,10 @@ def _data_folder_problem(args: argparse.Namespace) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not getattr(args, "opens_store", True):  # restore makes its own data folder
+    opens_store = getattr(args, "opens_store", True)
+    if callable(opens_store):  # mcp --url opens none
+        opens_store = opens_store(args)
+    if not opens_store:  # restore makes its own data folder
         try:
             code: int = args.handler(args, None)
             return code

@@ -11,6 +11,7 @@ from memfs.core.auth import Principal
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Agent, Store
 from memfs.core.tokens import Signer
+from memfs.domain import paths
 from memfs.domain.records import VersionRow
 from memfs.errors import InvalidRequest
 
@@ -89,7 +90,11 @@ def runs_page(
 def versions_page(
     store: Store, signer: Signer, agent_id: str, path: str, cursor: str | None, limit: int
 ) -> Page[VersionRow]:
-    """A memory's versions, oldest first (NotFound for a path with no history)."""
+    """A memory's versions, oldest first (NotFound for a path with no history); ``path``
+    may leave out the leading ``/memories/``. The one definition of this paging: the
+    HTTP route, the console and the MCP ``history`` tool all call it, so their pages
+    and cursors agree."""
+    path = paths.memory_path(path if path.startswith("/") else f"{paths.ROOT}/{path}")
     after = 0
     if cursor:
         position = signer.decode(cursor, "versions", agent_id, path, field="cursor")

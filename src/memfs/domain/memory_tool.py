@@ -42,9 +42,21 @@ from typing import Protocol, TypeGuard
 from memfs.domain import paths
 from memfs.errors import Conflict, InvalidRequest, NotFound, PayloadTooLarge
 
-__all__ = ["ToolResult", "ToolStore", "execute"]
+__all__ = ["COMMAND_FIELDS", "READ_ONLY", "ToolResult", "ToolStore", "execute"]
 
 ROOT = "/memories"
+
+# The fields of each command of memory_20250818. Every edge refuses any other field
+# (a typo such as "file_txt" must not pass as a missing field).
+COMMAND_FIELDS: dict[str, tuple[str, ...]] = {
+    "view": ("command", "path", "view_range"),
+    "create": ("command", "path", "file_text"),
+    "str_replace": ("command", "path", "old_str", "new_str"),
+    "insert": ("command", "path", "insert_line", "insert_text"),
+    "delete": ("command", "path"),
+    "rename": ("command", "old_path", "new_path"),
+}
+READ_ONLY = frozenset({"view"})  # the commands that commit nothing
 
 _MAX_LINES = 999999
 _LINE_NUMBER_WIDTH = len(str(_MAX_LINES))

@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -37,9 +38,13 @@ from memfs.core.tokens import Signer
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, search, tenant, triggers
 from memfs.http.context import Ctx, Services
-from memfs.http.envelope import error_response, internal_error
+from memfs.http.envelope import MethodNotAllowed, error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
+from memfs.mcp import routes as mcp_routes
+
+if TYPE_CHECKING:
+    from memfs.mcp.server import HttpEndpoint
 
 log = logging.getLogger("memfs.http")
 
@@ -130,6 +135,12 @@ class MemfsApp:
         # Set by SIGTERM: for shutdown_drain_seconds new requests get 503 (retryable)
         # while the listener is still open, instead of a reset connection.
         self.draining = False
+        # MCP's Streamable HTTP at /mcp/agents/{agentId}, started at its first request:
+        # a server nobody asks for MCP never loads the SDK (about 1 s of imports).
+        self._mcp: HttpEndpoint | None = None
+        self._mcp_task: asyncio.Task[None] | None = None
+        self._mcp_stop = asyncio.Event()
+        self._mcp_lock = asyncio.Lock()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -198,6 +209,8 @@ class MemfsApp:
                 metrics.delivery_answered(status)
         elif scope["path"] == "/openapi.json":
             route = "/openapi.json"
+        elif mcp_routes.is_mcp(scope["path"]):
+            route = mcp_routes.ROUTE_LABEL
         else:
             route = metrics.UNMATCHED
         metrics.request_done(route, method, status, seconds)
@@ -230,6 +243,7 @@ class MemfsApp:
             elif message["type"] == "lifespan.shutdown":
                 stop.set()
                 sweeper.cancel()
+                await self._stop_mcp()
                 if task is not None:
                     self.services.runner.wake.set()  # type: ignore[union-attr]
                     with contextlib.suppress(Exception):
@@ -291,6 +305,8 @@ class MemfsApp:
                 "keys must stay on servers",
                 field="Origin",
             )
+        if mcp_routes.is_mcp(raw_path):
+            return await self._mcp_answer(request, raw_path)
         if raw_path == "/openapi.json" and request.method in ("GET", "HEAD"):
             return JSONResponse(self._openapi)
         route, params = self.router.resolve(request.method, raw_path)
@@ -310,6 +326,56 @@ class MemfsApp:
             )
         response: Response = await route.handler(ctx)
         return response
+
+    async def _mcp_answer(self, request: Request, raw_path: str) -> Response:
+        """MCP clients send no Memfs-Protocol; the key and its scopes are /v1's."""
+        agent_id = mcp_routes.agent_in_path(raw_path)
+        if request.method != "POST":
+            # Stateless: no session, so no GET event stream (it would idle open) and
+            # no DELETE to end one; the MCP spec's answer for both is 405.
+            raise MethodNotAllowed(
+                f"{request.method} is not allowed on MCP's stateless endpoint; POST "
+                "JSON-RPC messages",
+                ["POST"],
+            )
+        principal = authenticate(
+            request.headers, self.services.keys, self.services.admin_key.current()
+        )
+        from memfs.mcp.local import LocalMemory
+
+        memory = LocalMemory(
+            self.services.store,
+            self.services.signer,
+            agent_id,
+            principal,
+            write=lambda work: asyncio.get_running_loop().run_in_executor(
+                self.services.writer, work
+            ),
+        )
+        endpoint = await self._mcp_endpoint()
+        return endpoint.answer(memory)
+
+    async def _mcp_endpoint(self) -> HttpEndpoint:
+        async with self._mcp_lock:
+            if self._mcp is None:
+                from memfs.mcp.server import HttpEndpoint
+
+                # Its bodies carry memory-tool commands: memory:command's limit.
+                endpoint = HttpEndpoint(self.services.settings.memory_bytes * 6 + 4096)
+                ready = asyncio.Event()
+                self._mcp_stop = asyncio.Event()
+                self._mcp_task = asyncio.create_task(endpoint.serve(self._mcp_stop, ready))
+                await ready.wait()
+                self._mcp = endpoint
+            return self._mcp
+
+    async def _stop_mcp(self) -> None:
+        async with self._mcp_lock:
+            task, self._mcp, self._mcp_task = self._mcp_task, None, None
+            self._mcp_stop.set()
+            if task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(task, timeout=10)
 
 
 def build(settings: config.Settings) -> MemfsApp:

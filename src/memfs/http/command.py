@@ -7,21 +7,12 @@ from starlette.responses import JSONResponse, Response
 
 from memfs.core.tool_store import StoreTool
 from memfs.domain import paths
-from memfs.domain.memory_tool import execute
+from memfs.domain.memory_tool import COMMAND_FIELDS, READ_ONLY, execute
 from memfs.http.context import Ctx, only_fields
 from memfs.http.memories import _message as commit_message
 
-_READ_ONLY = {"view"}
-# The fields of each command of memory_20250818; any other field is a 400, as for
-# every JSON body (a typo such as "file_txt" must not pass as a missing field).
-FIELDS = {
-    "view": ("command", "path", "view_range"),
-    "create": ("command", "path", "file_text"),
-    "str_replace": ("command", "path", "old_str", "new_str"),
-    "insert": ("command", "path", "insert_line", "insert_text"),
-    "delete": ("command", "path"),
-    "rename": ("command", "old_path", "new_path"),
-}
+FIELDS = COMMAND_FIELDS
+_READ_ONLY = READ_ONLY
 
 
 async def memory_command(ctx: Ctx) -> Response:

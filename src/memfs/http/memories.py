@@ -173,9 +173,8 @@ async def list_versions(ctx: Ctx) -> Response:
     raw = ctx.query("path")
     if not raw:
         raise InvalidRequest("path is required, e.g. ?path=/memories/notes.md", field="path")
-    path = paths.memory_path(raw if raw.startswith("/") else f"{paths.ROOT}/{raw}")
     page = versions_page(
-        ctx.store, ctx.services.signer, agent_id, path, ctx.query("cursor"), ctx.limit()
+        ctx.store, ctx.services.signer, agent_id, raw, ctx.query("cursor"), ctx.limit()
     )
     return JSONResponse(
         {"versions": [wire.version_json(r) for r in page.items], "nextCursor": page.next_cursor}

@@ -268,6 +268,9 @@ memfs: versioned Markdown memories for AI agents; docs/api.md has worked example
 - Another method on a known path is a 405 with `Allow`; HEAD works wherever GET does.
 - Lists are `{"<items>": [...], "nextCursor": ...}`; cursors are opaque, signed and bound
   to the agent and query (an altered or foreign one is a 400 on field `cursor`).
+- MCP (Model Context Protocol) is served at `/mcp/agents/{agentId}` (Streamable HTTP,
+  stateless, JSON-RPC bodies the MCP SDKs speak, so not described here): the same keys
+  and scopes as /v1, no `Memfs-Protocol` header; docs/mcp.md lists its tools.
 """
 
 OPENAPI_JSON: Json = {
