@@ -55,12 +55,13 @@ def blob_key(agent_id: str, sha256: str) -> str:
     return f"{agent_prefix(agent_id)}objects/{sha256[:2]}/{sha256[2:]}"
 
 
+# One string for pathlib to parse, not a join per part: this runs twice per commit.
 def agent_folder(data_dir: Path, agent_id: str) -> Path:
-    return data_dir / "agents" / agent_dir_name(agent_id)
+    return Path(f"{data_dir}/agents/{agent_dir_name(agent_id)}")
 
 
 def worktree_root(data_dir: Path, agent_id: str) -> Path:
-    return agent_folder(data_dir, agent_id) / "memories"
+    return Path(f"{data_dir}/agents/{agent_dir_name(agent_id)}/memories")
 
 
 def index_path(data_dir: Path) -> Path:
