@@ -385,7 +385,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         labels = [p.label for p in peers]
         say("bench_peers: memfs vs LangGraph SqliteStore vs plain files, one run, one disk")
-        for fact, value in [*benchkit.machine_facts(), ("filesystem", benchkit.fs_type(root))]:
+        facts = [
+            *benchkit.machine_facts(),
+            ("filesystem", benchkit.fs_type(root)),
+            ("load average", f"{os.getloadavg()[0]:.2f} at the start"),
+        ]
+        for fact, value in facts:
             say(f"  {fact}: {value}")
         say("  durability:")
         for peer in peers:
