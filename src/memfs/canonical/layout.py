@@ -18,6 +18,7 @@ owned by the run user, who can't enter the data folder; see sandbox.py)
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from memfs.domain.paths import agent_dir_name
@@ -60,6 +61,7 @@ def agent_folder(data_dir: Path, agent_id: str) -> Path:
     return Path(f"{data_dir}/agents/{agent_dir_name(agent_id)}")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of its arguments; twice per commit
 def worktree_root(data_dir: Path, agent_id: str) -> Path:
     return Path(f"{data_dir}/agents/{agent_dir_name(agent_id)}/memories")
 
