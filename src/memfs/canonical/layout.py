@@ -20,6 +20,7 @@ owned by the run user, who can't enter the data folder; see sandbox.py)
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from memfs.domain.paths import agent_dir_name
@@ -57,12 +58,14 @@ def blob_key(agent_id: str, sha256: str) -> str:
     return f"{agent_prefix(agent_id)}objects/{sha256[:2]}/{sha256[2:]}"
 
 
+# One string for pathlib to parse, not a join per part: this runs twice per commit.
 def agent_folder(data_dir: Path, agent_id: str) -> Path:
-    return data_dir / "agents" / agent_dir_name(agent_id)
+    return Path(f"{data_dir}/agents/{agent_dir_name(agent_id)}")
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of its arguments; twice per commit
 def worktree_root(data_dir: Path, agent_id: str) -> Path:
-    return agent_folder(data_dir, agent_id) / "memories"
+    return Path(f"{data_dir}/agents/{agent_dir_name(agent_id)}/memories")
 
 
 def index_path(data_dir: Path) -> Path:

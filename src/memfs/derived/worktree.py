@@ -31,8 +31,9 @@ _LINK = "symlink"  # what sha256() answers for a symlink: never equal to a sha25
 class WorkTree:
     def __init__(self, root: Path) -> None:
         self.root = root  # .../agents/<dir>/memories
-        self._base = root.parents[2]  # the data folder
-        self._prefix = root.relative_to(self._base).parts  # agents, <dir>, memories
+        self._base = root.parent.parent.parent  # the data folder
+        # agents, <dir>, memories (root.relative_to(base).parts, at a third of the cost)
+        self._prefix = root.parts[-3:]
 
     def file(self, path: str) -> Path:
         # One string for pathlib to parse (paths are checked: '/'-separated, no '.'/'..').

@@ -2,7 +2,9 @@
 
 The bytes are stored exactly as given; parsing only derives ``description`` and the
 scalar ``metadata`` that listings filter on. Parsing uses python-frontmatter's YAML
-handler so the frontmatter rules are the ones people already know.
+handler so the frontmatter rules are the ones people already know; the common case,
+lines of ``key: plain value``, is read without YAML (``plain_mapping``), giving what
+YAML gives (property-tested against it) at a tenth of the cost.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import math
+import re
 from dataclasses import dataclass, field
 
 import frontmatter.default_handlers
@@ -100,6 +103,9 @@ def _frontmatter(text: str) -> dict[str, object]:
         head, _ = _HANDLER.split(text)
     except ValueError:
         return {}  # an opening '---' with no closing one is a thematic break, not YAML
+    plain = plain_mapping(head)
+    if plain is not None:
+        return plain
     try:
         loaded = _HANDLER.load(head)
     except yaml.YAMLError as exc:
@@ -131,6 +137,45 @@ def _frontmatter(text: str) -> dict[str, object]:
             "YAML frontmatter must be a mapping of keys to values", field="content"
         )
     return {str(k): v for k, v in loaded.items()}
+
+
+# One line of the plain case: a key of word characters (YAML refuses a key over 1024
+# characters; these stay far below), then ': ' and a value that YAML
+# can only read as the same string, a decimal integer, true/false, or nothing (null).
+# A string value starts with an ASCII letter (so it is no number, date or indicator)
+# and holds no character YAML gives a meaning to inside a line (':', '#', tab, ...).
+_PLAIN_LINE = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +([A-Za-z][A-Za-z0-9 _.,/()+'-]*?|0|[1-9][0-9]*))? *"
+)
+# Words YAML 1.1 reads as booleans or null in some spelling; only 'true' and 'false'
+# are taken here (as YAML takes them), the rest go to the YAML parser.
+_YAML_WORDS = frozenset(("yes", "no", "true", "false", "on", "off", "null"))
+
+
+def plain_mapping(head: str) -> dict[str, object] | None:
+    """The frontmatter ``head`` read without YAML when every line is blank or
+    ``key: plain value``; None when any line needs the YAML parser."""
+    out: dict[str, object] = {}
+    for line in head.split("\n"):
+        if not line:
+            continue
+        match = _PLAIN_LINE.fullmatch(line)
+        if match is None:
+            return None
+        key, value = match.groups()
+        if key.lower() in _YAML_WORDS:
+            return None  # YAML reads such a key as a boolean or null
+        if value is None:
+            out[key] = None
+        elif value[0] <= "9":
+            out[key] = int(value)
+        elif value.lower() in _YAML_WORDS:
+            if value not in ("true", "false"):
+                return None
+            out[key] = value == "true"
+        else:
+            out[key] = value
+    return out
 
 
 def _unreadable_value_line(head: str) -> int | None:

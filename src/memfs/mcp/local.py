@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 from memfs import wire
 from memfs.core import search
-from memfs.core.browse import versions_page
 from memfs.core.auth import Principal
+from memfs.core.browse import versions_page
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
 from memfs.core.tool_store import StoreTool
