@@ -60,7 +60,11 @@ def find_chromium(playwright: Playwright) -> str:
     pytest.fail(HOW_TO_GET_ONE)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: while Playwright's sync API runs it keeps an asyncio loop
+# running in the main thread, so every later test that calls asyncio.run() (the MCP
+# client tests, Starlette's TestClient) failed with "cannot be called from a running
+# event loop" when the browser outlived the console's module.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         executable = find_chromium(playwright)
