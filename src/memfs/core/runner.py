@@ -289,15 +289,8 @@ class Runner:
         result = self.runs.append(run.agent_id, run.run_id, make)
         assert result is not None
         if ours[0] and result.status == "delayed":
-            retry_at = result.next_retry_at
-
-            def scheduled(cur: Run | None) -> dict[str, Any] | None:
-                # Once per failure, even when two workers found the same run interrupted.
-                if cur is None or cur.status != "delayed" or cur.attempt != attempt:
-                    return None
-                return run_events.retry_scheduled(attempt, retry_at)
-
-            self.runs.append(run.agent_id, run.run_id, scheduled)
+            # Once per failure, even when two workers found the same run interrupted.
+            self.runs.note_retry(run.agent_id, run.run_id, attempt)
         return self.runs.get(run.agent_id, run.run_id)
 
     async def _execute(self, run: Run, attempt: int) -> None:

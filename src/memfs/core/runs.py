@@ -437,6 +437,11 @@ class Runs:
         ):
             return None
 
+        if run.status == "delayed":
+            # An interrupted attempt is retried at once: this claim can come before the
+            # failing worker noted the retry, so whoever comes first notes it, once.
+            self.note_retry(run.agent_id, run.run_id, run.attempt)
+
         def claimed(cur: Run | None) -> dict[str, Any] | None:
             if cur is None or cur.attempt >= attempt:
                 return None
@@ -444,6 +449,20 @@ class Runs:
 
         self.append(run.agent_id, run.run_id, claimed)
         return attempt
+
+    def note_retry(self, agent_id: str, run_id: str, attempt: int) -> None:
+        """Append ``retry_scheduled`` for ``attempt``'s failure unless it is there: once
+        per failure, whether the failing worker or the next claimer gets here first."""
+
+        def scheduled(cur: Run | None) -> dict[str, Any] | None:
+            if cur is None or cur.status != "delayed" or cur.attempt != attempt:
+                return None
+            last = json.loads(self.backend.get(event_key(agent_id, run_id, cur.events)))
+            if last.get("type") != "failed":
+                return None  # noted already
+            return run_events.retry_scheduled(attempt, cur.next_retry_at)
+
+        self.append(agent_id, run_id, scheduled)
 
     def record_group(self, run: Run, attempt: int, record: dict[str, Any]) -> None:
         self.backend.put_if_absent(
