@@ -3,6 +3,7 @@ the ranking agrees with a reference BM25 (rank-bm25) where the two should agree.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,12 +37,22 @@ CORPUS = {
 }
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Store:
-    store = Store(tmp_path_factory.mktemp("quality") / "data")
-    store.create_agent(AGENT)
-    store.apply(AGENT, [Put(p, t.encode()) for p, t in CORPUS.items()], actor="t")
-    return store
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def corpus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Store]:
+    """The corpus in a store whose index is SQLite's FTS5, or PostgreSQL's full-text
+    search: every quality case below holds on both engines."""
+    location = None
+    if request.param == "postgresql":
+        location = request.getfixturevalue("postgres_server").new_database()
+    store = Store(tmp_path_factory.mktemp("quality") / "data", index_location=location)
+    try:
+        store.create_agent(AGENT)
+        store.apply(AGENT, [Put(p, t.encode()) for p, t in CORPUS.items()], actor="t")
+        yield store
+    finally:
+        store.close()
 
 
 def top(store: Store, query: str) -> list[str]:
