@@ -36,6 +36,10 @@ CONFIG = "memfs_search"
 # ts_rank's weights, in the order {D, C, B, A}: body 1/8, path 1/2, description 1 —
 # the 1 : 4 : 8 of SQLite's bm25() column weights (body, path, description).
 RANK_WEIGHTS = "{0.125, 0, 0.5, 1.0}"
+# ts_rank's normalisation 1: the rank divided by 1 + log(the document's length in
+# words), so a long memory does not win by length alone (as BM25's b does); ts_rank has
+# no IDF (a rare word counts as much as a common one).
+RANK_NORMALISATION = 1
 _WORD_TOKENS = (
     "asciiword, asciihword, hword_asciipart, word, hword, hword_part,"
     " numword, numhword, hword_numpart"
@@ -159,7 +163,8 @@ def search_sql(
     headline = f"ts_headline('{CONFIG}', {{}}, r.q, %s)"
     sql = (
         f"WITH q AS (SELECT to_tsquery('{CONFIG}', %s) AS q),"
-        f" ranked AS (SELECT d.agent_id, d.path, ts_rank(%s::float4[], d.doc, q.q) AS score,"
+        " ranked AS (SELECT d.agent_id, d.path,"
+        f" ts_rank(%s::float4[], d.doc, q.q, {RANK_NORMALISATION}) AS score,"
         " d.description, d.body, q.q FROM search_docs d, q"
         f" WHERE {' AND '.join(where)}"
         " ORDER BY score DESC, d.agent_id, d.path LIMIT %s OFFSET %s)"
