@@ -138,8 +138,9 @@ def search_sql(
     limit: int,
     offset: int,
 ) -> tuple[str, list[object]]:
-    """The query and its parameters giving (agent_id, path, version, sha256, description, updated_at, score, body
-    headline, description headline, path headline) of the live memories matching,
+    """The query and its parameters giving (agent_id, path, version, sha256,
+    description, updated_at, score, body headline, description headline, path
+    headline) of the live memories matching,
     best first (ts_rank, then agent and path bytewise), from ``offset``; headlines
     are made for the page's rows only."""
     kind, ident = target
