@@ -196,6 +196,29 @@ def test_an_index_made_before_full_text_search_is_migrated_and_filled(
         assert _search_docs(url, AGENT) == len(CORPUS)
     finally:
         store.close()
+    with psycopg.connect(url) as conn:  # schema 3 without the table: made on open
+        conn.execute("DROP TABLE search_docs")
+    store = Store(tmp_path / "data", index_location=url)
+    try:
+        assert found(store, "jazz -rock") == []
+        assert _search_docs(url, AGENT) == len(CORPUS)
+    finally:
+        store.close()
+
+
+def test_unaccent_in_a_schema_off_the_search_path_is_found(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """An unaccent installed before memfs, in a schema memfs's search_path leaves out."""
+    url = postgres_server.new_database()
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE SCHEMA memfs")
+        conn.execute("CREATE EXTENSION unaccent SCHEMA public")
+    store = _open(tmp_path / "data", url + "?options=-csearch_path%3Dmemfs")
+    try:
+        assert found(store, "creme BRULÉE") == ["/memories/notes/cafe.md"]
+    finally:
+        store.close()
 
 
 def test_erasing_an_agent_removes_its_rows_and_fsck_and_reindex_mend_damage(

@@ -112,7 +112,7 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
     if found is None:
         conn.execute("SAVEPOINT memfs_unaccent")
         try:
-            conn.execute(search.OBJECTS[0])
+            conn.execute(search.UNACCENT)
         except psycopg.Error as exc:  # not installed, or not ours to create
             conn.execute("ROLLBACK TO SAVEPOINT memfs_unaccent")
             raise MissingExtension(
@@ -121,7 +121,9 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
                 f" database ({str(exc).strip()})"
             ) from None
         conn.execute("RELEASE SAVEPOINT memfs_unaccent")
-        for statement in search.OBJECTS[1:]:
+        home = conn.execute(search.UNACCENT_SCHEMA).fetchone()
+        assert home is not None  # created, or there already
+        for statement in search.objects(str(home[0])):
             conn.execute(statement)
     existed = conn.execute("SELECT to_regclass('search_docs')").fetchone()
     conn.execute(search.TABLE)

@@ -44,18 +44,30 @@ _WORD_TOKENS = (
     "asciiword, asciihword, hword_asciipart, word, hword, hword_part,"
     " numword, numhword, hword_numpart"
 )
-_OBJECTS = (
-    "CREATE EXTENSION IF NOT EXISTS unaccent",
-    "CREATE TEXT SEARCH DICTIONARY memfs_english (TEMPLATE = snowball, LANGUAGE = english)",
-    f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
-    f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_WORD_TOKENS}"
-    " WITH unaccent, memfs_english",
+UNACCENT = "CREATE EXTENSION IF NOT EXISTS unaccent"
+# The schema the extension lives in: it may predate memfs, in a schema not on the
+# search_path memfs runs with (``?options=-csearch_path%3Dmemfs``).
+UNACCENT_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid=e.extnamespace"
+    " WHERE e.extname='unaccent'"
 )
+
+
+def objects(unaccent_schema: str) -> tuple[str, ...]:
+    """The dictionary and configuration, the unaccent dictionary named in its schema."""
+    quoted = '"' + unaccent_schema.replace('"', '""') + '"'
+    return (
+        "CREATE TEXT SEARCH DICTIONARY memfs_english (TEMPLATE = snowball, LANGUAGE = english)",
+        f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
+        f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_WORD_TOKENS}"
+        f" WITH {quoted}.unaccent, memfs_english",
+    )
+
+
 TABLE = """CREATE TABLE IF NOT EXISTS search_docs(
   agent_id TEXT COLLATE "C" NOT NULL, path TEXT COLLATE "C" NOT NULL, sha256 TEXT,
   description TEXT NOT NULL, body TEXT NOT NULL, doc TSVECTOR NOT NULL,
   PRIMARY KEY(agent_id, path))"""
-OBJECTS = _OBJECTS
 GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc)"
 _UPSERT = (
     "INSERT INTO search_docs VALUES(%s, %s, %s, %s, %s,"
