@@ -6,7 +6,10 @@ engines in tests/test_search_quality.py."""
 
 from __future__ import annotations
 
+import random
+import string
 from collections.abc import Iterator
+from hashlib import sha256
 from pathlib import Path
 
 import psycopg
@@ -243,5 +246,30 @@ def test_erasing_an_agent_removes_its_rows_and_fsck_and_reindex_mend_damage(
         assert [(h.agent_id, h.path) for h in page.results] == [
             ("users/bob/assistant", "/memories/k.md")
         ]
+    finally:
+        store.close()
+
+
+def test_a_memory_too_large_for_one_tsvector_is_indexed_by_its_first_words(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """MEMFS_MEMORY_BYTES may allow memories far larger than PostgreSQL's 1 MiB
+    tsvector: such a memory is committed and searchable (its first 160 KiB of words)."""
+    rng = random.Random(3)
+    words = ["".join(rng.choices(string.ascii_lowercase, k=8)) for _ in range(150_000)]
+    store = Store(
+        tmp_path / "data",
+        index_location=postgres_server.new_database(),
+        memory_bytes=4 * 1024 * 1024,
+    )
+    try:
+        store.create_agent(AGENT)
+        body = "walrus " + " ".join(words) + " narwhal\n"
+        store.apply(AGENT, [Put("/memories/big.md", body.encode())], actor="t")
+        assert found(store, "walrus") == ["/memories/big.md"]
+        assert found(store, words[1000]) == ["/memories/big.md"]
+        assert found(store, "narwhal") == []  # past the cap (SQLite indexes every word)
+        with store.index.read_session() as s:
+            assert s.search_rows(AGENT) == {"/memories/big.md": sha256(body.encode()).hexdigest()}
     finally:
         store.close()

@@ -69,6 +69,13 @@ TABLE = """CREATE TABLE IF NOT EXISTS search_docs(
   description TEXT NOT NULL, body TEXT NOT NULL, doc TSVECTOR NOT NULL,
   PRIMARY KEY(agent_id, path))"""
 GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc)"
+# A tsvector holds at most 1 MiB, and its size is at most about five times the words it
+# is made from (each distinct lexeme: its bytes, a 4-byte entry and 2-byte positions):
+# the words indexed per field are capped so a memory of any allowed size
+# (MEMFS_MEMORY_BYTES goes up to 64 MiB) is indexed, by its first 160 KiB of words.
+PATH_WORD_BYTES = 4 * 1024
+DESCRIPTION_WORD_BYTES = 16 * 1024
+BODY_WORD_BYTES = 160 * 1024
 _UPSERT = (
     "INSERT INTO search_docs VALUES(%s, %s, %s, %s, %s,"
     f" setweight(to_tsvector('{CONFIG}', %s), 'B')"
@@ -108,8 +115,24 @@ def index_doc(
     described = _clean(description or "")
     # The texts are kept as they are (for ts_headline's passages); the tsvector is made
     # of their words as the SQLite index cuts them (see search_query.words_of).
-    words = [" ".join(words_of(t)) for t in (path_text(path), described, body)]
+    words = [
+        _capped(" ".join(words_of(text)), cap)
+        for text, cap in (
+            (path_text(path), PATH_WORD_BYTES),
+            (described, DESCRIPTION_WORD_BYTES),
+            (body, BODY_WORD_BYTES),
+        )
+    ]
     conn.execute(_UPSERT, (agent_id, path, sha256, described, body, *words))
+
+
+def _capped(words: str, limit: int) -> str:
+    """The first whole words of ``words`` within ``limit`` UTF-8 bytes."""
+    data = words.encode()
+    if len(data) <= limit:
+        return words
+    head = data[: limit + 1].decode("utf-8", "ignore")
+    return head.rsplit(" ", 1)[0]
 
 
 def unindex_doc(conn: Conn, agent_id: str, path: str) -> None:
