@@ -21,6 +21,7 @@ from memfs.core.planner import Put
 from memfs.core.search import search
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
+from memfs.testing.search_quality import generated_corpus
 from servers_real import RealServer
 
 AGENT = "users/alice/assistant"
@@ -171,6 +172,18 @@ def test_a_real_server_on_postgresql_answers_memory_query(
         assert bad.status_code == 400 and bad.json()["details"]["field"] == "query"
 
 
+def every_match(store: Store, query: str) -> list[str]:
+    """Every memory a query finds, page after page, in path order."""
+    paths: list[str] = []
+    token = None
+    while True:
+        page = search(store, SIGNER, agent_id=AGENT, query=query, limit=50, page_token=token)
+        paths += [h.path for h in page.results]
+        if not page.next_page_token:
+            return sorted(paths)
+        token = page.next_page_token
+
+
 def _search_docs(url: str, agent_id: str) -> int:
     with psycopg.connect(url) as conn:
         row = conn.execute(
@@ -273,3 +286,35 @@ def test_a_memory_too_large_for_one_tsvector_is_indexed_by_its_first_words(
             assert s.search_rows(AGENT) == {"/memories/big.md": sha256(body.encode()).hexdigest()}
     finally:
         store.close()
+
+
+def test_random_queries_match_the_same_memories_on_both_engines(
+    postgres_server: PostgresServer, tmp_path: Path
+) -> None:
+    """Words, phrases of neighbours, prefixes and exclusions drawn at random over a
+    generated corpus: PostgreSQL finds exactly the memories FTS5 finds."""
+    docs = generated_corpus(150)
+    ops = [Put(f"/memories/d{i:04}.md", (" ".join(d) + "\n").encode()) for i, d in enumerate(docs)]
+    lite = Store(tmp_path / "lite")
+    pg = Store(tmp_path / "pg", index_location=postgres_server.new_database())
+    try:
+        for store in (lite, pg):
+            store.create_agent(AGENT)
+            store.apply(AGENT, ops, actor="t")
+        rng = random.Random(11)
+        for _ in range(80):
+            doc = rng.choice(docs)
+            at = rng.randrange(len(doc) - 2)
+            terms = [rng.choice(doc)]
+            roll = rng.random()
+            if roll < 0.3:
+                terms.append(f'"{doc[at]} {doc[at + 1]}"')
+            elif roll < 0.6:
+                terms.append(rng.choice(doc)[:3] + "*")
+            if rng.random() < 0.4:
+                terms.append("-" + rng.choice(rng.choice(docs)))
+            query = " ".join(terms)
+            assert every_match(pg, query) == every_match(lite, query), query
+    finally:
+        lite.close()
+        pg.close()
