@@ -18,8 +18,20 @@ from memfs.core import maintenance
 SCOPE_URL = "/v1/scopes/users/memory:query"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def api(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Api]:
+    """The HTTP API on the SQLite index, and on the PostgreSQL index (MEMFS_INDEX)."""
+    index = None
+    if request.param == "postgresql":
+        index = request.getfixturevalue("postgres_server").new_database()
+    with open_api(tmp_path, index=index) as opened:
+        opened.create_agent()
+        yield opened
+
+
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
+def lite_api(tmp_path: Path) -> Iterator[Api]:
+    """On the SQLite index only: for the tests that read or damage its file."""
     with open_api(tmp_path) as opened:
         opened.create_agent()
         yield opened
@@ -229,8 +241,9 @@ def _fts_rows(data: Path) -> int:
 
 
 def test_fsck_reports_a_missing_or_stale_full_text_row_and_reindex_rebuilds_it(
-    api: Api,
+    lite_api: Api,
 ) -> None:
+    api = lite_api
     api.must_write("/memories/a.md", "puffin\n")
     api.must_write("/memories/b.md", "gannet\n")
     store = api.app.services.store
@@ -256,7 +269,8 @@ def fsck_derived(store: Any) -> list[str]:
     return [p for p in maintenance.fsck(store).derived if "full-text" in p]
 
 
-def test_an_erased_agent_leaves_no_word_in_the_full_text_index(api: Api) -> None:
+def test_an_erased_agent_leaves_no_word_in_the_full_text_index(lite_api: Api) -> None:
+    api = lite_api
     word = f"zq{secrets.token_hex(8)}"  # one token, as the index stores it
     api.create_agent("users/bob/assistant")
     api.must_write("/memories/keep.md", "kept words\n", agent_id="users/bob/assistant")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from memfs.domain.search_query import MAX_QUERY_BYTES, Term, parse_query
+from memfs.domain.search_query import MAX_QUERY_BYTES, Term, parse_match, parse_query, words_of
 from memfs.errors import InvalidRequest
 
 
@@ -84,3 +86,24 @@ def test_fts5_syntax_in_a_query_is_searched_for_never_obeyed(text: str) -> None:
 def test_punctuation_only_terms_are_dropped_and_whitespace_inside_phrases_folded() -> None:
     q = parse_query('hello -- " spaced \t out " !!')
     assert q.include == (Term("hello"), Term("spaced out", phrase=True))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_an_engine_without_fts5_reads_back_the_terms_of_any_match_expression(text: str) -> None:
+    """parse_match (how the PostgreSQL index reads the seam's FTS5 text) gives back the
+    very terms parse_query made, whatever quotes, NOT, AND or stars the text holds."""
+    try:
+        query = parse_query(text)
+    except InvalidRequest:
+        return
+    back = parse_match(query.match_expression())
+    assert [(t.text, t.prefix) for t in back.include] == [(t.text, t.prefix) for t in query.include]
+    assert [(t.text, t.prefix) for t in back.exclude] == [(t.text, t.prefix) for t in query.exclude]
+
+
+def test_words_of_cuts_text_as_the_unicode61_tokenizer_does() -> None:
+    assert words_of("See docs/api.md, e-mail me@x.org!") == [
+        "See", "docs", "api", "md", "e", "mail", "me", "x", "org",
+    ]  # fmt: skip
+    assert words_of("Cafe\u0301 a_b") == ["Café", "a", "b"]  # NFC: one word

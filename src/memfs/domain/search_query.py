@@ -10,6 +10,7 @@ Case, accents and English word endings are folded by the index's tokenizer
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -47,6 +48,51 @@ class SearchQuery:
     def canonical(self) -> str:
         """The query as a normalised text: what a page token is bound to."""
         return self.match_expression()
+
+
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def words_of(text: str) -> list[str]:
+    """The words of ``text`` as FTS5's unicode61 tokenizer cuts them: runs of letters
+    and digits, every other character a separator (so "docs/api.md" is three words).
+    An engine whose own parser keeps such runs whole (PostgreSQL reads a path, a URL or
+    an e-mail address as one token) is given these words instead."""
+    return _NOT_WORD.sub(" ", unicodedata.normalize("NFC", text)).split()
+
+
+def parse_match(match: str) -> SearchQuery:
+    """The query a ``SearchQuery.match_expression()`` was written from: how an engine
+    without FTS5 reads the match expression the Index seam hands it. Only the quoted
+    terms carry text (quotes doubled inside), so nothing in them is read as syntax."""
+    include: list[Term] = []
+    exclude: list[Term] = []
+    negated = False
+    i, n = 0, len(match)
+    while i < n:
+        if match.startswith(" NOT ", i):
+            negated = True
+            i += 5
+            continue
+        if match[i] != '"':
+            i += 1
+            continue
+        parts: list[str] = []
+        i += 1
+        while i < n:
+            if match[i] == '"':
+                if match.startswith('""', i):
+                    parts.append('"')
+                    i += 2
+                    continue
+                i += 1
+                break
+            parts.append(match[i])
+            i += 1
+        prefix = i < n and match[i] == "*"
+        text = "".join(parts)
+        (exclude if negated else include).append(Term(text, " " in text, prefix))
+    return SearchQuery(tuple(include), tuple(exclude))
 
 
 def _searchable(text: str) -> bool:

@@ -154,7 +154,7 @@ def search(
     snip = "snippet(search_fts, {}, ?, ?, ?, ?)"
     cut = (SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS, SNIPPET_TOKENS)
     snippets = {
-        doc: _passage(columns)
+        doc: passage(columns)
         for doc, *columns in conn.execute(
             f"SELECT rowid, {snip.format(2)}, {snip.format(1)}, {snip.format(0)}"
             f" FROM search_fts WHERE search_fts MATCH ? AND rowid IN ({marks})",
@@ -185,7 +185,7 @@ def search(
     return hits
 
 
-def _passage(columns: Sequence[object]) -> str:
+def passage(columns: Sequence[object]) -> str:
     """The first of body, description, path with a marked term (a match may lie in
     any; a passage of the body says most), on one line."""
     texts = [str(c or "") for c in columns]

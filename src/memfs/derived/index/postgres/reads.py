@@ -15,6 +15,7 @@ from typing import Any
 
 from psycopg import Connection, Cursor
 
+from memfs.derived.index.postgres import search as fulltext
 from memfs.derived.index.rows import (
     _AFTER_SLASH,
     _MEMORY_COLUMNS,
@@ -30,6 +31,9 @@ from memfs.derived.index.rows import (
     _version,
 )
 from memfs.derived.index.runs import RUN_COLUMNS, RunRow
+from memfs.derived.index.search import passage
+from memfs.domain.records import SearchHit
+from memfs.domain.search_query import parse_match
 
 Conn = Connection[tuple[Any, ...]]
 Row = tuple[Any, ...]
@@ -97,6 +101,43 @@ class PgRead:
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         row = self._run(sql, params).fetchone()
         return None if row is None else decode_row(row)
+
+    # --- full-text search (search.py) -------------------------------------------
+
+    def search(
+        self,
+        match: str,
+        target: tuple[str, str],
+        folder: str,
+        filters: Sequence[tuple[str, str]],
+        limit: int,
+        offset: int,
+    ) -> list[SearchHit]:
+        """The SQLite index's search, with ``match`` (an FTS5 expression of
+        domain.search_query) read back into its terms and written as a tsquery."""
+        query = parse_match(match)
+        if fulltext.tsquery_text(query) is None:
+            return []
+        sql, params = fulltext.search_sql(query, target, folder, list(filters), limit, offset)
+        return [
+            SearchHit(
+                agent_id=str(row[0]),
+                path=str(row[1]),
+                version=int(row[2]),
+                sha256=str(row[3]),
+                description=row[4],
+                updated_at=int(row[5]),
+                score=float(row[6]),
+                snippet=passage(row[7:10]),
+            )
+            for row in self._all(sql, params)
+        ]
+
+    def search_rows(self, agent_id: str) -> dict[str, str | None]:
+        """path → the sha256 its full-text row was made from (None: made without its
+        content), for fsck."""
+        rows = self._all("SELECT path, sha256 FROM search_docs WHERE agent_id=%s", (agent_id,))
+        return {str(path): sha for path, sha in rows}
 
     # --- agents -----------------------------------------------------------------
 

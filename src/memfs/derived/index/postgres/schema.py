@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import psycopg
 from psycopg import Connection
 
+from memfs.derived.index.postgres import search
+from memfs.derived.index.postgres.reads import decode_row
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.schema import SCHEMA_VERSION
 
@@ -93,6 +96,56 @@ def _add_listing_column(conn: Connection[tuple[object, ...]]) -> None:
         cur.executemany("UPDATE memories SET listing=%s WHERE agent_id=%s AND path=%s", updates)
 
 
+class MissingExtension(Exception):
+    """The database lacks an extension the index needs (its message says which)."""
+
+
+def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
+    """The full-text state (``search.py``): the text search configuration, the table
+    and its GIN index, made when missing; a table made here is filled from the live
+    memories and their cached contents (a content not cached gives a row without body,
+    which fsck reports stale)."""
+    found = conn.execute(
+        "SELECT 1 FROM pg_ts_config WHERE cfgname=%s AND pg_ts_config_is_visible(oid)",
+        (search.CONFIG,),
+    ).fetchone()
+    if found is None:
+        conn.execute("SAVEPOINT memfs_unaccent")
+        try:
+            conn.execute(search.UNACCENT)
+        except psycopg.Error as exc:  # not installed, or not ours to create
+            conn.execute("ROLLBACK TO SAVEPOINT memfs_unaccent")
+            raise MissingExtension(
+                "full-text search needs PostgreSQL's unaccent extension (contrib): install"
+                " it, or have a privileged user run CREATE EXTENSION unaccent in this"
+                f" database ({str(exc).strip()})"
+            ) from None
+        conn.execute("RELEASE SAVEPOINT memfs_unaccent")
+        home = conn.execute(search.UNACCENT_SCHEMA).fetchone()
+        assert home is not None  # created, or there already
+        for statement in search.objects(str(home[0])):
+            conn.execute(statement)
+    existed = conn.execute("SELECT to_regclass('search_docs')").fetchone()
+    conn.execute(search.TABLE)
+    conn.execute(search.GIN)
+    if existed is not None and existed[0] is not None:
+        return
+    rows = conn.execute(
+        "SELECT m.agent_id, m.path, m.sha256, m.description, b.content FROM memories m"
+        " LEFT JOIN blobs b ON b.agent_id=m.agent_id AND b.sha256=m.sha256"
+    ).fetchall()
+    for row in rows:
+        agent_id, path, sha256, description, content = decode_row(row)
+        search.index_doc(
+            conn,
+            str(agent_id),
+            str(path),
+            str(sha256),
+            description if isinstance(description, str) else None,
+            bytes(content) if isinstance(content, (bytes, memoryview)) else None,
+        )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One named step: turns an index of schema ``source`` into ``source + 1``."""
@@ -105,7 +158,10 @@ class Migration:
 # In order, one per schema version, mirroring the SQLite index's steps; the last one
 # leads to SCHEMA_VERSION. Tables added without a version bump (damage) need no step:
 # every statement of TABLES is CREATE … IF NOT EXISTS and runs on every open.
-MIGRATIONS = (Migration("listing_column", 1, _add_listing_column),)
+MIGRATIONS = (
+    Migration("listing_column", 1, _add_listing_column),
+    Migration("search_index", 2, ensure_search),
+)
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 
 
@@ -131,6 +187,7 @@ def create(conn: Connection[tuple[object, ...]]) -> None:
     """Every table and index (IF NOT EXISTS), and the schema and clock rows."""
     for statement in TABLES:
         conn.execute(statement)
+    ensure_search(conn)
     conn.execute(
         "INSERT INTO meta VALUES('schema', %s) ON CONFLICT(key) DO NOTHING", (SCHEMA_VERSION,)
     )

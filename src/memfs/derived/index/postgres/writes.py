@@ -12,6 +12,7 @@ from typing import Any
 
 from psycopg import Cursor
 
+from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import PgRead, encode_text
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
@@ -101,6 +102,7 @@ class PgWrite(PgRead):
                 self._run(
                     "DELETE FROM memories WHERE agent_id=%s AND path=%s", (agent, change.path)
                 )
+                search.unindex_doc(self.conn, agent, change.path)
                 continue
             self._run(  # an update keeps the memory's created_at
                 "INSERT INTO memories VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
@@ -143,6 +145,16 @@ class PgWrite(PgRead):
                     "INSERT INTO blobs VALUES(%s,%s,%s) ON CONFLICT DO NOTHING",
                     (agent, change.after, contents[change.after]),
                 )
+            # A rename brings no content along: its bytes are the cached ones (the one
+            # answer this pipeline waits for).
+            content = contents.get(change.after)
+            if content is None:
+                row = self._one(
+                    "SELECT content FROM blobs WHERE agent_id=%s AND sha256=%s",
+                    (agent, change.after),
+                )
+                content = bytes(row[0]) if row is not None else None
+            search.index_doc(self.conn, agent, change.path, change.after, description, content)
         self._run(
             "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
             " name=COALESCE(%s, name) WHERE agent_id=%s",
@@ -254,6 +266,11 @@ class PgWrite(PgRead):
             "INSERT INTO run_steps VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
             (agent_id, run_id, seq, at, visible_at, kind, attempt, detail),
         )
+
+    def purge_search(self) -> None:
+        """Nothing to merge: a deleted row's words live only in its dead tuple and GIN
+        entries, which (auto)VACUUM reclaims as for every other table (VACUUM cannot run
+        inside this transaction)."""
 
     def forget_delivery(self, agent_id: str, run_id: str) -> None:
         self._run(

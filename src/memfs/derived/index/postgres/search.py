@@ -1,0 +1,213 @@
+"""The PostgreSQL index's full-text search: a ``tsvector`` per live memory, and the
+memory:query read (the SQLite index's FTS5 table, ``derived/index/search.py``).
+
+``search_docs(agent_id, path, sha256, description, body, doc)`` holds, for each live
+memory, the texts it was indexed from and ``doc``: the path (without /memories/) at
+weight B, the description at A, the body at D, parsed with the ``memfs_search`` text
+search configuration: accents removed (the ``unaccent`` dictionary), then English
+stemming (a Snowball dictionary with no stop-word list, so "the" or "it" are searched
+like any word, as FTS5's porter tokenizer does). A GIN index answers ``@@``. Rows are
+written in the transaction of the commit that changes the memory.
+
+The query is the parser's terms (``domain.search_query``) written as a tsquery text:
+each word a quoted lexeme (quotes doubled, backslashes escaped), a phrase's words
+joined by ``<->``, ``:*`` on a prefix's last word, ``!`` before an excluded term; no
+user text reaches tsquery as an operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import Connection
+
+from memfs.derived.index.rows import _AFTER_SLASH
+from memfs.derived.index.search import (
+    SNIPPET_CLOSE,
+    SNIPPET_OPEN,
+    SNIPPET_TOKENS,
+    path_text,
+)
+from memfs.domain.content import body_text
+from memfs.domain.search_query import SearchQuery, Term, words_of
+
+Conn = Connection[Any]  # any row factory: the schema's and the sessions' connections
+CONFIG = "memfs_search"
+# ts_rank's weights, in the order {D, C, B, A}: body 1/8, path 1/2, description 1 —
+# the 1 : 4 : 8 of SQLite's bm25() column weights (body, path, description).
+RANK_WEIGHTS = "{0.125, 0, 0.5, 1.0}"
+# ts_rank's normalisation 1: the rank divided by 1 + log(the document's length in
+# words), so a long memory does not win by length alone (as BM25's b does); ts_rank has
+# no IDF (a rare word counts as much as a common one).
+RANK_NORMALISATION = 1
+_WORD_TOKENS = (
+    "asciiword, asciihword, hword_asciipart, word, hword, hword_part,"
+    " numword, numhword, hword_numpart"
+)
+UNACCENT = "CREATE EXTENSION IF NOT EXISTS unaccent"
+# The schema the extension lives in: it may predate memfs, in a schema not on the
+# search_path memfs runs with (``?options=-csearch_path%3Dmemfs``).
+UNACCENT_SCHEMA = (
+    "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid=e.extnamespace"
+    " WHERE e.extname='unaccent'"
+)
+
+
+def objects(unaccent_schema: str) -> tuple[str, ...]:
+    """The dictionary and configuration, the unaccent dictionary named in its schema."""
+    quoted = '"' + unaccent_schema.replace('"', '""') + '"'
+    return (
+        "CREATE TEXT SEARCH DICTIONARY memfs_english (TEMPLATE = snowball, LANGUAGE = english)",
+        f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
+        f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_WORD_TOKENS}"
+        f" WITH {quoted}.unaccent, memfs_english",
+    )
+
+
+TABLE = """CREATE TABLE IF NOT EXISTS search_docs(
+  agent_id TEXT COLLATE "C" NOT NULL, path TEXT COLLATE "C" NOT NULL, sha256 TEXT,
+  description TEXT NOT NULL, body TEXT NOT NULL, doc TSVECTOR NOT NULL,
+  PRIMARY KEY(agent_id, path))"""
+GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc)"
+# A tsvector holds at most 1 MiB, and its size is at most about five times the words it
+# is made from (each distinct lexeme: its bytes, a 4-byte entry and 2-byte positions):
+# the words indexed per field are capped so a memory of any allowed size
+# (MEMFS_MEMORY_BYTES goes up to 64 MiB) is indexed, by its first 160 KiB of words.
+PATH_WORD_BYTES = 4 * 1024
+DESCRIPTION_WORD_BYTES = 16 * 1024
+BODY_WORD_BYTES = 160 * 1024
+_UPSERT = (
+    "INSERT INTO search_docs VALUES(%s, %s, %s, %s, %s,"
+    f" setweight(to_tsvector('{CONFIG}', %s), 'B')"
+    f" || setweight(to_tsvector('{CONFIG}', %s), 'A')"
+    f" || setweight(to_tsvector('{CONFIG}', %s), 'D'))"
+    " ON CONFLICT(agent_id, path) DO UPDATE SET sha256=excluded.sha256,"
+    " description=excluded.description, body=excluded.body, doc=excluded.doc"
+)
+# The path's words for its passage (PostgreSQL's parser would read it as one token).
+_PATH_WORDS = "regexp_replace(substr(r.path, 11), '[^[:alnum:]]+', ' ', 'g')"
+# One passage of at most SNIPPET_TOKENS words around the best cover (the whole text
+# when shorter), as FTS5's snippet(); PostgreSQL marks no cut with an ellipsis.
+_HEADLINE = (
+    f'StartSel="{SNIPPET_OPEN}", StopSel="{SNIPPET_CLOSE}",'
+    f" MaxWords={SNIPPET_TOKENS}, MinWords={SNIPPET_TOKENS // 2}"
+)
+
+
+def _clean(text: str) -> str:
+    # PostgreSQL text holds no NUL; a searchable text needs none (a space separates).
+    return text.replace("\x00", " ")
+
+
+def index_doc(
+    conn: Conn,
+    agent_id: str,
+    path: str,
+    sha256: str | None,
+    description: str | None,
+    content: bytes | None,
+) -> None:
+    """(Re)index the live memory at ``path``; ``content`` None: not at hand (a row
+    without a body and without a sha256, as the SQLite index makes)."""
+    if content is None:
+        sha256 = None
+    body = _clean(body_text(content)) if content is not None else ""
+    described = _clean(description or "")
+    # The texts are kept as they are (for ts_headline's passages); the tsvector is made
+    # of their words as the SQLite index cuts them (see search_query.words_of).
+    words = [
+        _capped(" ".join(words_of(text)), cap)
+        for text, cap in (
+            (path_text(path), PATH_WORD_BYTES),
+            (described, DESCRIPTION_WORD_BYTES),
+            (body, BODY_WORD_BYTES),
+        )
+    ]
+    conn.execute(_UPSERT, (agent_id, path, sha256, described, body, *words))
+
+
+def _capped(words: str, limit: int) -> str:
+    """The first whole words of ``words`` within ``limit`` UTF-8 bytes."""
+    data = words.encode()
+    if len(data) <= limit:
+        return words
+    head = data[: limit + 1].decode("utf-8", "ignore")
+    return head.rsplit(" ", 1)[0]
+
+
+def unindex_doc(conn: Conn, agent_id: str, path: str) -> None:
+    conn.execute("DELETE FROM search_docs WHERE agent_id=%s AND path=%s", (agent_id, path))
+
+
+def _lexeme(word: str) -> str:
+    # Inside a quoted tsquery lexeme a backslash escapes the next character and a
+    # quote is doubled: the word is then one operand, whatever it holds.
+    return "'" + word.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _term(term: Term) -> str | None:
+    # Cut as the documents were (words_of): "api.md" is the phrase api <-> md.
+    words = [_lexeme(w) for w in words_of(term.text)]
+    if not words:
+        return None
+    if term.prefix:
+        words[-1] += ":*"
+    return "(" + " <-> ".join(words) + ")"
+
+
+def tsquery_text(query: SearchQuery) -> str | None:
+    """The tsquery text (for ``to_tsquery``) of a parsed query; None when no term to
+    include has a word (nothing can match)."""
+    wanted = [t for t in (_term(t) for t in query.include) if t is not None]
+    if len(wanted) < len(query.include):
+        return None  # a required term without a word: FTS5 matches nothing either
+    unwanted = ["!" + t for t in (_term(t) for t in query.exclude) if t is not None]
+    return " & ".join(wanted + unwanted)
+
+
+def search_sql(
+    query: SearchQuery,
+    target: tuple[str, str],
+    folder: str,
+    filters: list[tuple[str, str]],
+    limit: int,
+    offset: int,
+) -> tuple[str, list[object]]:
+    """The query and its parameters giving (agent_id, path, version, sha256,
+    description, updated_at, score, body headline, description headline, path
+    headline) of the live memories matching,
+    best first (ts_rank, then agent and path bytewise), from ``offset``; headlines
+    are made for the page's rows only."""
+    kind, ident = target
+    where = ["d.doc @@ q.q"]
+    params: list[object] = [tsquery_text(query) or ""]
+    if kind == "agent":
+        where.append("d.agent_id=%s")
+        params.append(ident)
+    else:
+        where.append("(d.agent_id=%s OR (d.agent_id>%s AND d.agent_id<%s))")
+        params += [ident, ident + "/", ident + _AFTER_SLASH]
+    if folder != "/memories":
+        where.append("d.path>%s AND d.path<%s")
+        params += [folder + "/", folder + _AFTER_SLASH]
+    for key, value in filters:
+        where.append(
+            "EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=d.agent_id"
+            " AND m.path=d.path AND m.key=%s AND m.value=%s)"
+        )
+        params += [key, value]
+    headline = f"ts_headline('{CONFIG}', {{}}, r.q, %s)"
+    sql = (
+        f"WITH q AS (SELECT to_tsquery('{CONFIG}', %s) AS q),"
+        " ranked AS (SELECT d.agent_id, d.path,"
+        f" ts_rank(%s::float4[], d.doc, q.q, {RANK_NORMALISATION}) AS score,"
+        " d.description, d.body, q.q FROM search_docs d, q"
+        f" WHERE {' AND '.join(where)}"
+        " ORDER BY score DESC, d.agent_id, d.path LIMIT %s OFFSET %s)"
+        " SELECT r.agent_id, r.path, m.version, m.sha256, m.description, m.updated_at,"
+        f" r.score, {headline.format('r.body')}, {headline.format('r.description')},"
+        f" {headline.format(_PATH_WORDS)}"
+        " FROM ranked r JOIN memories m ON m.agent_id=r.agent_id AND m.path=r.path"
+        " ORDER BY r.score DESC, r.agent_id, r.path"
+    )
+    return sql, [params[0], RANK_WEIGHTS, *params[1:], limit, offset, *[_HEADLINE] * 3]
