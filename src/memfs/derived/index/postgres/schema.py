@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from psycopg import Connection
 
 from memfs.derived.index.rows import listing_text
-from memfs.derived.index.schema import SCHEMA_VERSION
+from memfs.derived.index.schema import BACKFILL_COUNTS, SCHEMA_VERSION
 
 C = 'TEXT COLLATE "C"'
 
@@ -24,7 +24,8 @@ TABLES = (
     f"""CREATE TABLE IF NOT EXISTS agents(
   agent_id {C} PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
   created_at BIGINT NOT NULL, revision BIGINT NOT NULL DEFAULT 0,
-  last_ts BIGINT NOT NULL DEFAULT 0)""",
+  last_ts BIGINT NOT NULL DEFAULT 0, memory_count BIGINT NOT NULL DEFAULT 0,
+  memory_bytes BIGINT NOT NULL DEFAULT 0)""",
     f"""CREATE TABLE IF NOT EXISTS commits(
   agent_id {C} NOT NULL, revision BIGINT NOT NULL, ts BIGINT NOT NULL,
   visible_at BIGINT NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
@@ -93,6 +94,13 @@ def _add_listing_column(conn: Connection[tuple[object, ...]]) -> None:
         cur.executemany("UPDATE memories SET listing=%s WHERE agent_id=%s AND path=%s", updates)
 
 
+def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
+    """Each agents row keeps its memories' count and total bytes (filled here, once)."""
+    conn.execute("ALTER TABLE agents ADD COLUMN memory_count BIGINT NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE agents ADD COLUMN memory_bytes BIGINT NOT NULL DEFAULT 0")
+    conn.execute(BACKFILL_COUNTS)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One named step: turns an index of schema ``source`` into ``source + 1``."""
@@ -105,7 +113,10 @@ class Migration:
 # In order, one per schema version, mirroring the SQLite index's steps; the last one
 # leads to SCHEMA_VERSION. Tables added without a version bump (damage) need no step:
 # every statement of TABLES is CREATE … IF NOT EXISTS and runs on every open.
-MIGRATIONS = (Migration("listing_column", 1, _add_listing_column),)
+MIGRATIONS = (
+    Migration("listing_column", 1, _add_listing_column),
+    Migration("agent_counts", 3, _add_agent_counts),
+)
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 
 
