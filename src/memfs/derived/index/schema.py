@@ -122,9 +122,12 @@ BACKFILL_COUNTS = (
 
 
 def _add_agent_counts(conn: sqlite3.Connection) -> None:
-    """Each agents row keeps its memories' count and total bytes."""
-    conn.execute("ALTER TABLE agents ADD COLUMN memory_count INTEGER NOT NULL DEFAULT 0")
-    conn.execute("ALTER TABLE agents ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0")
+    """Each agents row keeps its memories' count and total bytes. Idempotent: an index
+    whose schema number was lowered by hand may have the columns already."""
+    have = {str(r[1]) for r in conn.execute("PRAGMA table_info(agents)")}
+    for column in ("memory_count", "memory_bytes"):
+        if column not in have:
+            conn.execute(f"ALTER TABLE agents ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
     conn.execute(BACKFILL_COUNTS)
 
 

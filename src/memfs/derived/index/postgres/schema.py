@@ -96,8 +96,8 @@ def _add_listing_column(conn: Connection[tuple[object, ...]]) -> None:
 
 def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
     """Each agents row keeps its memories' count and total bytes (filled here, once)."""
-    conn.execute("ALTER TABLE agents ADD COLUMN memory_count BIGINT NOT NULL DEFAULT 0")
-    conn.execute("ALTER TABLE agents ADD COLUMN memory_bytes BIGINT NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_count BIGINT NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_bytes BIGINT NOT NULL DEFAULT 0")
     conn.execute(BACKFILL_COUNTS)
 
 
