@@ -13,8 +13,9 @@ bench_inspect.py: it is derived and no page reads it). Then each console page an
 network, no client: the app's own time), ``--rounds`` times each, interleaved, and the
 medians compared. The issue's target is 50 ms per page at 100k memories; on a shared,
 loaded machine the ratio is the figure to trust, the absolute time a guide. The agent
-page is measured twice: read again (the summary's counts are remembered per revision)
-and as the first view after a commit (they are counted again). Nothing here asserts.
+page is measured twice: read again and as the first view after a commit (the summary's
+counts are kept in the agent's index row by each commit; they used to be a scan of every
+memory on the first view after one). Nothing here asserts.
 """
 
 from __future__ import annotations
@@ -218,9 +219,9 @@ async def run(args: argparse.Namespace, root: Path) -> Report:
         ),
     }
     report = Report()
-    # The summary's counts are remembered per revision (core/summary.py): the first
-    # view after a commit pays for counting every memory. Measured with a one-memory
-    # commit (untimed) before each request.
+    # The first view after a commit: the summary's counts must come from the agent's
+    # index row, kept by the commit, not from a scan. Measured with a one-memory commit
+    # (untimed) before each request.
     first_view = cases["agent page (summary + folder of 1000)"]
     cases["agent page, first view after a commit"] = first_view
     store = app.services.store

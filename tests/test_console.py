@@ -314,3 +314,22 @@ def test_an_expired_session_ends_and_is_swept(api: Api) -> None:
     assert api.app.console is not None
     assert api.app.console.sessions.sweep() == 1
     assert session_files(api) == []
+
+
+def test_the_folder_listing_escapes_what_senders_wrote_and_links_each_row(api: Api) -> None:
+    """The listing's rows are written without the template (render.listing_rows): names
+    and descriptions are still text, and every row links where the template linked."""
+    api.must_write(
+        '/memories/x"&<b>/a <i>b.md',
+        '---\ndescription: "<script>alert(1)</script> & <b>"\n---\nbody\n',
+    )
+    client = signed_in(api)
+    root = client.get(PAGE).text
+    assert '<b>' not in root and "<i>" not in root
+    assert f'href="{PAGE}?folder=%2Fmemories%2Fx%22%26%3Cb%3E">x&#34;&amp;&lt;b&gt;/</a>' in root
+    folder = client.get(PAGE, params={"folder": '/memories/x"&<b>'}).text
+    assert "<script>alert" not in folder and "<b>" not in folder
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;" in folder
+    href = f"{PAGE}/memories/x%22%26%3Cb%3E/a%20%3Ci%3Eb.md"
+    assert f'<a class="memory" href="{href}">a &lt;i&gt;b.md</a>' in folder
+    assert client.get(href).status_code == 200

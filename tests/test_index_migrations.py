@@ -22,8 +22,15 @@ from memfs.derived.index.schema import MIGRATIONS
 AGENT = "alice"
 
 
+def _schema_3(conn: sqlite3.Connection) -> None:
+    """Before agents rows kept their memories' count and bytes."""
+    conn.execute("ALTER TABLE agents DROP COLUMN memory_count")
+    conn.execute("ALTER TABLE agents DROP COLUMN memory_bytes")
+
+
 def _schema_2(conn: sqlite3.Connection) -> None:
     """Before the full-text index of memory:query."""
+    _schema_3(conn)
     conn.execute("DROP TABLE search_fts")
     conn.execute("DROP TABLE search_docs")
 
@@ -36,7 +43,11 @@ def _schema_1(conn: sqlite3.Connection) -> None:
 
 
 # How a current index file is turned back into each older schema's shape.
-OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {1: _schema_1, 2: _schema_2}
+OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _schema_1,
+    2: _schema_2,
+    3: _schema_3,
+}
 
 
 def test_the_steps_lead_from_every_older_schema_to_the_current_one() -> None:
@@ -66,6 +77,7 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
         text = f"---\ndescription: {name}\n---\nthe body of zebra{name[0]}\n"
         store.write(AGENT, f"/memories/{name}", text.encode(), actor="t")
     before = _listing(store)
+    before_stats = store.agent_stats(AGENT)
     with store.index.write() as conn:
         OLDER[schema](conn)
         conn.execute("UPDATE meta SET value=? WHERE key='schema'", (schema,))
@@ -80,6 +92,7 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "damage" in tables
         assert _listing(reopened) == before
+        assert reopened.agent_stats(AGENT) == (3, before_stats[1])  # counted when migrated
         # Memories written before the full-text index existed are found by their words.
         found_by_body = search(reopened, Signer(b"k" * 32), agent_id=AGENT, query="zebran")
         assert [h.path for h in found_by_body.results] == ["/memories/notes/c.md"]
@@ -90,5 +103,6 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
             "/memories/d.md",
             "/memories/notes/c.md",
         ]
+        assert reopened.agent_stats(AGENT) == (4, before_stats[1] + len(b"new\n"))
     finally:
         reopened.close()

@@ -18,13 +18,23 @@ from memfs.domain.commits import CREATED, Change, Commit
 AGENT = "alice"
 
 
+def _schema_3(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Before agents rows kept their memories' count and bytes."""
+    conn.execute("ALTER TABLE agents DROP COLUMN memory_count")
+    conn.execute("ALTER TABLE agents DROP COLUMN memory_bytes")
+
+
 def _schema_1(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Before rows kept their listing JSON, and before the damage table."""
+    _schema_3(conn)
     conn.execute("ALTER TABLE memories DROP COLUMN listing")
     conn.execute("DROP TABLE damage")
 
 
-OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {1: _schema_1}
+OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
+    1: _schema_1,
+    3: _schema_3,
+}
 
 
 def test_the_steps_lead_from_every_older_schema_to_the_current_one() -> None:
@@ -67,6 +77,9 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(
     idx = PostgresIndex(postgres_url, pool_size=2)
     _fill(idx)
     before = _listing(idx)
+    with idx.read_session() as s:
+        before_stats = s.agent_stats(AGENT)
+    assert before_stats[0] == 3
     idx.close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         OLDER[schema](conn)
@@ -79,6 +92,8 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(
             assert s.schema() == SCHEMA_VERSION
             assert s.damaged_agents() == []  # the damage table is back
         assert _listing(reopened) == before
+        with reopened.read_session() as s:
+            assert s.agent_stats(AGENT) == before_stats  # counted when migrated
     finally:
         reopened.close()
 

@@ -327,6 +327,25 @@ def test_a_stale_listing_in_the_index_is_derived_and_repaired(store: Store, agen
         ).fetchone() == (listing,)
 
 
+def test_a_stale_memory_count_in_the_index_is_derived_and_repaired(
+    store: Store, agent: str
+) -> None:
+    """The summary's count and bytes are kept in the agent's row: a row that no longer
+    agrees with the live memories is found by fsck and rebuilt by --repair."""
+    populate(store, agent)
+    right = store.agent_stats(agent)
+    sql(store, "UPDATE agents SET memory_count=memory_count+5, memory_bytes=7")
+    assert store.agent_stats(agent) != right
+
+    report = maintenance.fsck(store)
+    assert report.damaged == [] and not report.ok
+    assert any("memory count" in d and agent in d for d in report.derived), report.derived
+
+    assert maintenance.fsck(store, repair=True).ok
+    assert maintenance.fsck(store).ok
+    assert store.agent_stats(agent) == right
+
+
 def test_stale_working_tree_file_is_derived_and_repaired(store: Store, agent: str) -> None:
     store.write(agent, "/memories/a.md", b"version one", actor=ACTOR)
     store.write(agent, "/memories/a.md", b"version two", actor=ACTOR)

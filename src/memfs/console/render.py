@@ -17,12 +17,15 @@ from urllib.parse import quote
 
 import jinja2
 import markupsafe
+from jinja2.utils import url_quote
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+from markupsafe import Markup
 
 from memfs.domain.commits import format_ts
+from memfs.domain.records import MemoryRow
 
 _REFUSED_SCHEMES = ("javascript:", "vbscript:", "data:", "file:")
 RENDER_LIMIT = 256 * 1024  # larger contents are shown raw only (rendering is the costly part)
@@ -86,9 +89,9 @@ def segment(value: str) -> str:
 
 
 def memory_href(path: str) -> str:
-    """``/memories/a b/c.md`` → ``a%20b/c.md``, each segment encoded on its own."""
-    inside = path.removeprefix("/memories/")
-    return "/".join(quote(s, safe="") for s in inside.split("/"))
+    """``/memories/a b/c.md`` → ``a%20b/c.md``, each segment encoded on its own (one
+    call: with '/' kept, quoting the whole is quoting each segment)."""
+    return quote(path.removeprefix("/memories/"), safe="/")
 
 
 def breakable(value: str) -> markupsafe.Markup:
@@ -104,6 +107,38 @@ def timestamp(value: int | None) -> markupsafe.Markup:
     shown = exact[:19].replace("T", " ") + "Z"
     # Markup.format escapes each argument (a third of a 200-row page's time): not needed.
     return markupsafe.Markup(f'<time datetime="{exact}" title="{exact}">{shown}</time>')
+
+
+def listing_rows(base: str, folders: Sequence[str], memories: Sequence[MemoryRow]) -> Markup:
+    """The ``<tr>`` rows of a folder's listing (folders, then memories). Written here,
+    not in the template: per row, Jinja's attribute lookups, filters and autoescape
+    calls were most of a 200-row page (5x the JSON API's time). The same escaping
+    applies: every text a model or a sender wrote (names, descriptions) goes through
+    ``markupsafe.escape``; the URLs are percent-encoded, so nothing in them is markup;
+    a commit's rows share its timestamp, formatted once."""
+    escape = markupsafe.escape
+    base = str(escape(base))
+    out: list[str] = []
+    for f in folders:
+        href = f"{base}?folder={url_quote(f, for_qs=True)}"
+        name = escape(f.rsplit("/", 1)[-1])
+        out.append(
+            f'<tr class="folder"><td><a href="{href}">{name}/</a></td>'
+            "<td></td><td></td><td></td><td></td></tr>\n"
+        )
+    times: dict[int, str] = {}
+    for m in memories:
+        when = times.get(m.updated_at)
+        if when is None:
+            when = times[m.updated_at] = str(timestamp(m.updated_at))
+        out.append(
+            f'<tr><td><a class="memory" href="{base}/memories/{memory_href(m.path)}">'
+            f"{escape(m.path.rsplit('/', 1)[-1])}</a></td>"
+            f"<td>{escape(m.description or '')}</td>"
+            f'<td class="num">{m.version}</td><td class="num">{m.size}</td>'
+            f"<td>{when}</td></tr>\n"
+        )
+    return Markup("".join(out))
 
 
 def environment() -> jinja2.Environment:

@@ -595,6 +595,13 @@ def _check_index(
                     f"index: the listing of {len(stale)} memories of {agent_id!r} is stale"
                     f" (first: {stale[0]})"
                 )
+            # The summary reads the count and bytes kept in the agent's row.
+            kept, live = ix.agent_stats(agent_id), (len(rows), sum(int(r[2]) for r in rows))
+            if kept != live:
+                problems.append(
+                    f"index: the memory count and bytes of {agent_id!r} are stale"
+                    f" (kept {kept[0]} and {kept[1]}, live {live[0]} and {live[1]})"
+                )
             problems += _search_problems(agent_id, head, ix.search_rows(agent_id))
     report.derived.extend(problems)
     if (problems or report.reindex_needed) and repair:

@@ -24,7 +24,7 @@ import pytest
 
 from memfs.derived.index.base import Index, ReadSession
 from memfs.derived.index.schema import SCHEMA_VERSION
-from memfs.domain.commits import CREATED, DELETED, MODIFIED, Change, Commit
+from memfs.domain.commits import CREATED, DELETED, MODIFIED, RENAMED, Change, Commit
 from memfs.domain.content import Scalar
 from memfs.domain.search_query import parse_query
 
@@ -648,6 +648,57 @@ class IndexContract:
             4,
             4_000,
         )
+    def test_the_agent_row_keeps_its_memory_count_and_bytes_through_every_change(
+        self, tmp_path: Path
+    ) -> None:
+        """The summary reads them from the agent's row: creates, updates, deletes and
+        renames move them in the commit's transaction, and a bulk load gives the same."""
+        a, a_blob = _change("/memories/a.md", b"aaaa\n")  # 5 bytes
+        b, b_blob = _change("/memories/b.md", b"bb\n")  # 3 bytes
+        a2, a2_blob = _change("/memories/a.md", b"a\n", version=2, before=a.after)
+        moved_out = Change("/memories/b.md", RENAMED, 2, b.after, None, renamed_to="/m/c.md")
+        moved_in = Change("/m/c.md", RENAMED, 1, None, b.after, 3, "bb\n", renamed_from=b.path)
+        gone = Change("/memories/a.md", DELETED, 3, a2.after, None)
+        log = [
+            Commit(AGENT, 1, 1_000, "t", "m", (a, b)),
+            Commit(AGENT, 2, 2_000, "t", "m", (a2,)),
+            Commit(AGENT, 3, 3_000, "t", "m", (moved_out, moved_in)),
+            Commit(AGENT, 4, 4_000, "t", "m", (gone,)),
+        ]
+        after_each = [(2, 8), (2, 5), (2, 5), (1, 3)]
+        blobs = {**a_blob, **b_blob, **a2_blob}
+        for name, bulk in (("applied", False), ("loaded", True)):
+            opened = self.open_index(tmp_path / f"{name}.sqlite")
+            try:
+                with opened.write_session() as s:
+                    s.put_agent(AGENT, "Alice", "store-1", 5)
+                    s.put_agent("bob", "Bob", "store-2", 5)
+                with opened.read_session() as r:
+                    assert r.agent_stats(AGENT) == (0, 0)
+                if bulk:
+                    entries = [
+                        (f"log/{c.revision}", c.to_bytes().decode(), json.loads(c.to_bytes()))
+                        for c in log
+                    ]
+                    with opened.write_session() as s:
+                        s.bulk_load(AGENT, entries, blobs.__getitem__)
+                    expected = [after_each[-1]]
+                else:
+                    expected = []
+                    for c in log:
+                        with opened.write_session() as s:
+                            s.apply_commit(c, c.ts, blobs, c.to_bytes())
+                            s.apply_commit(c, c.ts, blobs, c.to_bytes())  # counted once
+                        with opened.read_session() as r:
+                            expected.append(r.agent_stats(AGENT))
+                    assert expected == after_each
+                with opened.read_session() as r:
+                    assert r.agent_stats(AGENT) == expected[-1]
+                    assert r.agent_stats("bob") == (0, 0)  # another agent's rows apart
+                    assert r.agent_stats("nobody") == (0, 0)
+            finally:
+                opened.close()
+
     # ---- full-text search (memory:query) ---------------------------------------------
 
     def test_a_commit_is_searchable_in_its_transaction_and_a_delete_unsearchable(

@@ -1,7 +1,8 @@
 """The derived SQLite index: every query memfs answers, rebuilt from the log at will.
 
 Tables (schema ``SCHEMA_VERSION``):
-  agents(agent_id, name, store_id, created_at, revision, last_ts)
+  agents(agent_id, name, store_id, created_at, revision, last_ts, memory_count,
+         memory_bytes)           the counts kept by every commit (summaries read them)
   commits(agent_id, revision, ts, visible_at, actor, message, changes)
   versions(agent_id, path, version, …, valid_from, valid_to, visible_from, visible_to)
   memories(agent_id, path, …, listing)   live memories only, keyset-listed by path;

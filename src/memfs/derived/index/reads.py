@@ -47,10 +47,11 @@ def agents(conn: sqlite3.Connection, prefix: str, after: str | None, limit: int)
 
 
 def agent_stats(conn: sqlite3.Connection, agent_id: str) -> tuple[int, int]:
+    """(count, total bytes) of the agent's live memories, as its commits kept them."""
     row = conn.execute(
-        "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memories WHERE agent_id=?", (agent_id,)
+        "SELECT memory_count, memory_bytes FROM agents WHERE agent_id=?", (agent_id,)
     ).fetchone()
-    return int(row[0]), int(row[1])
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def ever_written(conn: sqlite3.Connection, agent_id: str) -> bool:

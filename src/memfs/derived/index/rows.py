@@ -6,6 +6,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from memfs.domain.commits import Commit
 from memfs.domain.content import Scalar
 from memfs.domain.listing import listing_fields
 from memfs.domain.records import AgentRow as AgentRow
@@ -103,3 +104,11 @@ def _version(row: Sequence[object]) -> VersionRow:
         actor=str(row[10]),
         message=str(row[11]),
     )
+
+
+def live_delta(commit: Commit) -> tuple[int, int]:
+    """(count, bytes) of the live rows a commit leaves at the paths it touches (the
+    last change of a path wins): what it adds back after their old rows went out."""
+    last = {c.path: c for c in commit.changes}
+    live = [c for c in last.values() if c.after is not None]
+    return len(live), sum(c.size for c in live)

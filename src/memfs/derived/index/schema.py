@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 _SCHEMA = """
@@ -17,7 +17,8 @@ CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WI
 CREATE TABLE IF NOT EXISTS agents(
   agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
   created_at INTEGER NOT NULL, revision INTEGER NOT NULL DEFAULT 0,
-  last_ts INTEGER NOT NULL DEFAULT 0
+  last_ts INTEGER NOT NULL DEFAULT 0, memory_count INTEGER NOT NULL DEFAULT 0,
+  memory_bytes INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS commits(
   agent_id TEXT NOT NULL, revision INTEGER NOT NULL, ts INTEGER NOT NULL,
@@ -110,6 +111,26 @@ def _add_search_index(conn: sqlite3.Connection) -> None:
         index_doc(conn, agent_id, path, sha256, description, content)
 
 
+# The count and total bytes of an agent's live memories, kept in its agents row: every
+# commit moves them in its own transaction, so a summary reads one row instead of
+# scanning every memory (130 ms at 100k). Filled here once from the memories.
+BACKFILL_COUNTS = (
+    "UPDATE agents SET memory_count=(SELECT COUNT(*) FROM memories m"
+    " WHERE m.agent_id=agents.agent_id), memory_bytes=(SELECT COALESCE(SUM(bytes), 0)"
+    " FROM memories m WHERE m.agent_id=agents.agent_id)"
+)
+
+
+def _add_agent_counts(conn: sqlite3.Connection) -> None:
+    """Each agents row keeps its memories' count and total bytes. Idempotent: an index
+    whose schema number was lowered by hand may have the columns already."""
+    have = {str(r[1]) for r in conn.execute("PRAGMA table_info(agents)")}
+    for column in ("memory_count", "memory_bytes"):
+        if column not in have:
+            conn.execute(f"ALTER TABLE agents ADD COLUMN {column} INTEGER NOT NULL DEFAULT 0")
+    conn.execute(BACKFILL_COUNTS)
+
+
 @dataclass(frozen=True)
 class Migration:
     """One named step: turns an index of schema ``source`` into ``source + 1``."""
@@ -125,6 +146,7 @@ class Migration:
 MIGRATIONS = (
     Migration("listing_column", 1, _add_listing_column),
     Migration("search_index", 2, _add_search_index),
+    Migration("agent_counts", 3, _add_agent_counts),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memfs.derived.index import search
-from memfs.derived.index.rows import listing_text
+from memfs.derived.index.rows import listing_text, live_delta
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit, parse_ts
 from memfs.domain.content import Scalar, metadata_text
@@ -46,6 +46,13 @@ _SUMMARY = (
 )
 
 
+_UNCOUNT = (
+    "UPDATE agents SET (memory_count, memory_bytes)=(SELECT agents.memory_count-COUNT(*),"
+    " agents.memory_bytes-COALESCE(SUM(bytes), 0) FROM memories"
+    " WHERE agent_id=? AND path IN (SELECT value FROM json_each(?))) WHERE agent_id=?"
+)
+
+
 def apply_commit(
     conn: sqlite3.Connection,
     commit: Commit,
@@ -70,6 +77,10 @@ def apply_commit(
     )
     if inserted.rowcount == 0:
         return False  # applied before
+    # The agent's count and bytes: the touched paths' old rows out now, their new
+    # rows in with the revision below (the same transaction as the rows themselves).
+    touched = json.dumps(sorted({c.path for c in commit.changes}), ensure_ascii=False)
+    conn.execute(_UNCOUNT, (agent, touched, agent))
     for change in commit.changes:
         if change.version > 1:
             conn.execute(
@@ -144,11 +155,13 @@ def apply_commit(
             content = bytes(row[0]) if row is not None else None
         search.index_doc(conn, agent, change.path, change.after, description, content)
     name_sql = ", name=?" if commit.agent_name is not None else ""
-    params: list[object] = [commit.revision, commit.ts]
+    count, size = live_delta(commit)
+    params: list[object] = [commit.revision, commit.ts, count, size]
     if commit.agent_name is not None:
         params.append(commit.agent_name)
     conn.execute(
-        f"UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?){name_sql} "
+        "UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?),"
+        f" memory_count=memory_count+?, memory_bytes=memory_bytes+?{name_sql} "
         "WHERE agent_id=?",
         (*params, agent),
     )
@@ -275,8 +288,9 @@ def bulk_load(
     )
     conn.execute(
         "UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?),"
-        " name=COALESCE(?, name) WHERE agent_id=?",
-        (revision, last_ts, name, agent),
+        " name=COALESCE(?, name), memory_count=memory_count+?,"
+        " memory_bytes=memory_bytes+? WHERE agent_id=?",
+        (revision, last_ts, name, len(live), sum(row[4] for row in live.values()), agent),
     )
     raise_clock(conn, last_ts)
     return len(commit_rows)

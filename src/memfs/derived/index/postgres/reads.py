@@ -157,11 +157,9 @@ class PgRead:
 
     def agent_stats(self, agent_id: str) -> tuple[int, int]:
         row = self._one(
-            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM memories WHERE agent_id=%s",
-            (agent_id,),
+            "SELECT memory_count, memory_bytes FROM agents WHERE agent_id=%s", (agent_id,)
         )
-        assert row is not None
-        return int(row[0]), int(row[1])
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def agents(self, prefix: str, after: str | None, limit: int) -> list[AgentRow]:
         lower, op = (after, ">") if after is not None and after >= prefix else (prefix, ">=")

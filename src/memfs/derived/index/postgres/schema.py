@@ -18,7 +18,7 @@ from psycopg import Connection
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import decode_row
 from memfs.derived.index.rows import listing_text
-from memfs.derived.index.schema import SCHEMA_VERSION
+from memfs.derived.index.schema import BACKFILL_COUNTS, SCHEMA_VERSION
 
 C = 'TEXT COLLATE "C"'
 
@@ -27,7 +27,8 @@ TABLES = (
     f"""CREATE TABLE IF NOT EXISTS agents(
   agent_id {C} PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
   created_at BIGINT NOT NULL, revision BIGINT NOT NULL DEFAULT 0,
-  last_ts BIGINT NOT NULL DEFAULT 0)""",
+  last_ts BIGINT NOT NULL DEFAULT 0, memory_count BIGINT NOT NULL DEFAULT 0,
+  memory_bytes BIGINT NOT NULL DEFAULT 0)""",
     f"""CREATE TABLE IF NOT EXISTS commits(
   agent_id {C} NOT NULL, revision BIGINT NOT NULL, ts BIGINT NOT NULL,
   visible_at BIGINT NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
@@ -144,6 +145,11 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
             description if isinstance(description, str) else None,
             bytes(content) if isinstance(content, (bytes, memoryview)) else None,
         )
+def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
+    """Each agents row keeps its memories' count and total bytes (filled here, once)."""
+    conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_count BIGINT NOT NULL DEFAULT 0")
+    conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_bytes BIGINT NOT NULL DEFAULT 0")
+    conn.execute(BACKFILL_COUNTS)
 
 
 @dataclass(frozen=True)
@@ -161,6 +167,7 @@ class Migration:
 MIGRATIONS = (
     Migration("listing_column", 1, _add_listing_column),
     Migration("search_index", 2, ensure_search),
+    Migration("agent_counts", 3, _add_agent_counts),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

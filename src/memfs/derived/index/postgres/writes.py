@@ -14,7 +14,7 @@ from psycopg import Cursor
 
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import PgRead, encode_text
-from memfs.derived.index.rows import listing_text
+from memfs.derived.index.rows import listing_text, live_delta
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit
@@ -69,6 +69,14 @@ class PgWrite(PgRead):
 
     def _apply_changes(self, commit: Commit, visible_at: int, contents: dict[str, bytes]) -> None:
         agent = commit.agent_id
+        # The agent's count and bytes: the touched paths' old rows out now, their new
+        # rows in with the revision below (as the SQLite index does).
+        self._run(
+            "UPDATE agents SET (memory_count, memory_bytes)=(SELECT agents.memory_count-COUNT(*),"
+            " agents.memory_bytes-COALESCE(SUM(bytes), 0) FROM memories"
+            " WHERE agent_id=%s AND path=ANY(%s)) WHERE agent_id=%s",
+            (agent, sorted({c.path for c in commit.changes}), agent),
+        )
         for change in commit.changes:
             if change.version > 1:
                 self._run(
@@ -157,8 +165,9 @@ class PgWrite(PgRead):
             search.index_doc(self.conn, agent, change.path, change.after, description, content)
         self._run(
             "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
-            " name=COALESCE(%s, name) WHERE agent_id=%s",
-            (commit.revision, commit.ts, commit.agent_name, agent),
+            " name=COALESCE(%s, name), memory_count=memory_count+%s,"
+            " memory_bytes=memory_bytes+%s WHERE agent_id=%s",
+            (commit.revision, commit.ts, commit.agent_name, *live_delta(commit), agent),
         )
         self.raise_clock(visible_at)
 
