@@ -136,17 +136,19 @@ def search(
             " AND m.path=d.path AND m.key=? AND m.value=?)"
         )
         params += [key, value]
-    # Ranked first, passages after: snippet() costs a pass over a document's text, so it
-    # runs for the page's rows only, not for every match the ranking sorts.
-    ranked = conn.execute(
-        # One bm25() per match, named once: ``-bm25`` in the select list and ``bm25`` in
-        # ORDER BY would be two expressions, each computed for every match.
-        f"SELECT search_fts.rowid, d.agent_id, d.path, {_BM25} AS bm FROM search_fts"
-        " JOIN search_docs d ON d.doc=search_fts.rowid"
-        f" WHERE {' AND '.join(where)}"
-        " ORDER BY bm, d.agent_id, d.path LIMIT ? OFFSET ?",
-        (*params, limit, offset),
-    ).fetchall()
+    ranked = _ranked_fast(conn, match, where[1:], params[1:], limit, offset)
+    if ranked is None:
+        # Ranked first, passages after: snippet() costs a pass over a document's text,
+        # so it runs for the page's rows only, not for every match the ranking sorts.
+        ranked = conn.execute(
+            # One bm25() per match, named once: ``-bm25`` in the select list and
+            # ``bm25`` in ORDER BY would be two expressions, each computed per match.
+            f"SELECT search_fts.rowid, d.agent_id, d.path, {_BM25} AS bm FROM search_fts"
+            " JOIN search_docs d ON d.doc=search_fts.rowid"
+            f" WHERE {' AND '.join(where)}"
+            " ORDER BY bm, d.agent_id, d.path LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
     if not ranked:
         return []
     docs = [r[0] for r in ranked]
@@ -183,6 +185,50 @@ def search(
             )
         )
     return hits
+
+
+def _ranked_fast(
+    conn: sqlite3.Connection,
+    match: str,
+    where: Sequence[str],
+    params: Sequence[object],
+    limit: int,
+    offset: int,
+) -> list[tuple[int, str, str, float]] | None:
+    """The page ranked from the full-text table alone, joined after the LIMIT; None
+    when that cannot be proven to equal the joined query (the caller runs it then).
+
+    SQLite 3.40's FTS5 computes bm25() for every match before any LIMIT, and joining
+    ``search_docs`` to every match (for the agent, folder and metadata filters and
+    the agent/path tie-break) cost about as much again (docs/benchmarks.md, Search).
+    The ``offset + limit`` best rows by score alone, plus one, decide the page when
+    every one of them passes the filters and the last kept row's score is strictly
+    better than the next one's: no row left out can pass or tie with any row kept."""
+    want = offset + limit
+    top = conn.execute(
+        f"SELECT rowid, {_BM25} AS bm FROM search_fts WHERE search_fts MATCH ? ORDER BY bm LIMIT ?",
+        (match, want + 1),
+    ).fetchall()
+    if len(top) > want:
+        if not top[want - 1][1] < top[want][1]:
+            return None
+        top = top[:want]
+    if not top:
+        return []
+    marks = ",".join("?" * len(top))
+    cond = "".join(f" AND {w}" for w in where)
+    passing = {
+        doc: (agent_id, path)
+        for doc, agent_id, path in conn.execute(
+            f"SELECT d.doc, d.agent_id, d.path FROM search_docs d WHERE d.doc IN ({marks}){cond}",
+            (*(doc for doc, _ in top), *params),
+        )
+    }
+    if len(passing) < len(top):
+        return None
+    rows = [(doc, *passing[doc], float(bm)) for doc, bm in top]
+    rows.sort(key=lambda r: (r[3], r[1], r[2]))
+    return rows[offset:want]
 
 
 def _passage(columns: Sequence[object]) -> str:
