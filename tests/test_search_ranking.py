@@ -59,6 +59,14 @@ def joined_pages(
         return every_page(store, query, limit, **target)
 
 
+@pytest.fixture(params=[1, 7, 200], autouse=True)
+def room(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Rows fetched past the page: small rooms make the ties and other agents' rows
+    at the page's edge fall outside what is fetched (the fallback's cases)."""
+    monkeypatch.setattr(fts, "_TIE_ROOM", request.param)
+    return int(request.param)
+
+
 CASES: list[tuple[dict[str, object], dict[str, object]]] = [
     ({"agent_id": "users/ann/a"}, {}),
     ({"agent_id": "users/bob/c"}, {"path_prefix": "/memories/deep"}),
@@ -106,11 +114,11 @@ def test_tied_scores_page_as_the_joined_ranking_does(
     assert sum(len(p) for p in fast) == 37
 
 
-def test_the_shortcut_answers_a_single_agent_page_itself(
-    monkeypatch: pytest.MonkeyPatch, store: Store, lone: Store
+def test_the_shortcut_answers_unless_ties_or_filters_reach_past_its_room(
+    monkeypatch: pytest.MonkeyPatch, store: Store, lone: Store, room: int
 ) -> None:
-    """A store of one agent and no filters (the common case) never pays the join of
-    every match; another agent's rows among the best send it to the joined query."""
+    """A page is answered without joining every match when the fetched rows decide
+    it; a tie running past them sends it to the joined query."""
     calls: list[bool] = []
     real = fts._ranked_fast
 
@@ -120,9 +128,14 @@ def test_the_shortcut_answers_a_single_agent_page_itself(
         return got
 
     monkeypatch.setattr(fts, "_ranked_fast", spy)
-    # "heron heron …": the twelve n-notes score apart, the best ten are no tie.
+    if room < 200:
+        return
+    # Every match fits the room: the shortcut answers, even among other agents' rows.
     assert len(search(lone, SIGNER, agent_id="solo", query="heron", limit=5).results) == 5
-    assert calls == [True]
-    calls.clear()
     search(store, SIGNER, agent_id="users/ann/a", query="otter")
-    assert calls == [False]  # the best rows belong to three agents
+    assert calls == [True, True]
+    # One row of room past a page that ends inside a tie: the joined query answers.
+    monkeypatch.setattr(fts, "_TIE_ROOM", 1)
+    calls.clear()
+    assert len(search(lone, SIGNER, agent_id="solo", query="otter", limit=5).results) == 5
+    assert calls == [False]
