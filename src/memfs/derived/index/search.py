@@ -221,7 +221,7 @@ def _ranked_fast(
     passing = {
         doc: (agent_id, path)
         for doc, agent_id, path in conn.execute(
-            f"SELECT d.doc, d.agent_id, d.path FROM search_docs d WHERE d.doc IN ({marks}){cond}",
+            f"SELECT d.doc, d.agent_id, d.path FROM search_docs d NOT INDEXED WHERE d.doc IN ({marks}){cond}",
             (*(doc for doc, _ in fetched), *params),
         )
     }
