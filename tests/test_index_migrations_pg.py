@@ -24,15 +24,24 @@ def _schema_3(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     conn.execute("ALTER TABLE agents DROP COLUMN memory_bytes")
 
 
+def _schema_2(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Before full-text search: no search table, no text search configuration."""
+    _schema_3(conn)
+    conn.execute("DROP TABLE search_docs")
+    conn.execute("DROP TEXT SEARCH CONFIGURATION memfs_search")
+    conn.execute("DROP TEXT SEARCH DICTIONARY memfs_english")
+
+
 def _schema_1(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Before rows kept their listing JSON, and before the damage table."""
-    _schema_3(conn)
+    _schema_2(conn)
     conn.execute("ALTER TABLE memories DROP COLUMN listing")
     conn.execute("DROP TABLE damage")
 
 
 OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
     1: _schema_1,
+    2: _schema_2,
     3: _schema_3,
 }
 

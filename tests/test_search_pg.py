@@ -21,6 +21,7 @@ from memfs.core.planner import Put
 from memfs.core.search import search
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
+from memfs.derived.index.schema import SCHEMA_VERSION
 from memfs.testing.search_quality import generated_corpus
 from servers_real import RealServer
 
@@ -207,12 +208,12 @@ def test_an_index_made_before_full_text_search_is_migrated_and_filled(
     store = Store(tmp_path / "data", index_location=url)
     try:
         with store.index.read_session() as s:
-            assert s.schema() == 3
+            assert s.schema() == SCHEMA_VERSION
         assert found(store, '"rock roll"') == ["/memories/music/rock.md"]
         assert _search_docs(url, AGENT) == len(CORPUS)
     finally:
         store.close()
-    with psycopg.connect(url) as conn:  # schema 3 without the table: made on open
+    with psycopg.connect(url) as conn:  # the current schema without the table: made on open
         conn.execute("DROP TABLE search_docs")
     store = Store(tmp_path / "data", index_location=url)
     try:

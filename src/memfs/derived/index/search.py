@@ -33,6 +33,7 @@ WEIGHTS = (4.0, 8.0, 1.0)
 SNIPPET_OPEN, SNIPPET_CLOSE, SNIPPET_ELLIPSIS = "«", "»", "…"
 SNIPPET_TOKENS = 16
 _BM25 = "bm25(search_fts, {}, {}, {})".format(*WEIGHTS)
+_TIE_ROOM = 200  # rows fetched past a page, for the scores tied at its edge
 _AFTER_SLASH = "0"  # the character after '/': the end of a folder's key range
 
 
@@ -136,17 +137,19 @@ def search(
             " AND m.path=d.path AND m.key=? AND m.value=?)"
         )
         params += [key, value]
-    # Ranked first, passages after: snippet() costs a pass over a document's text, so it
-    # runs for the page's rows only, not for every match the ranking sorts.
-    ranked = conn.execute(
-        # One bm25() per match, named once: ``-bm25`` in the select list and ``bm25`` in
-        # ORDER BY would be two expressions, each computed for every match.
-        f"SELECT search_fts.rowid, d.agent_id, d.path, {_BM25} AS bm FROM search_fts"
-        " JOIN search_docs d ON d.doc=search_fts.rowid"
-        f" WHERE {' AND '.join(where)}"
-        " ORDER BY bm, d.agent_id, d.path LIMIT ? OFFSET ?",
-        (*params, limit, offset),
-    ).fetchall()
+    ranked = _ranked_fast(conn, match, where[1:], params[1:], limit, offset)
+    if ranked is None:
+        # Ranked first, passages after: snippet() costs a pass over a document's text,
+        # so it runs for the page's rows only, not for every match the ranking sorts.
+        ranked = conn.execute(
+            # One bm25() per match, named once: ``-bm25`` in the select list and
+            # ``bm25`` in ORDER BY would be two expressions, each computed per match.
+            f"SELECT search_fts.rowid, d.agent_id, d.path, {_BM25} AS bm FROM search_fts"
+            " JOIN search_docs d ON d.doc=search_fts.rowid"
+            f" WHERE {' AND '.join(where)}"
+            " ORDER BY bm, d.agent_id, d.path LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        ).fetchall()
     if not ranked:
         return []
     docs = [r[0] for r in ranked]
@@ -183,6 +186,56 @@ def search(
             )
         )
     return hits
+
+
+def _ranked_fast(
+    conn: sqlite3.Connection,
+    match: str,
+    where: Sequence[str],
+    params: Sequence[object],
+    limit: int,
+    offset: int,
+) -> list[tuple[int, str, str, float]] | None:
+    """The page ranked from the full-text table alone, joined after the LIMIT; None
+    when that cannot be proven to equal the joined query (the caller runs it then).
+
+    SQLite 3.40's FTS5 computes bm25() for every match before any LIMIT, and joining
+    ``search_docs`` to every match (for the agent, folder and metadata filters and
+    the agent/path tie-break) cost about as much again (docs/benchmarks.md, Search).
+    The best ``offset + limit + _TIE_ROOM`` rows by score alone are fetched, then
+    joined and filtered; the ``offset + limit`` best of those that pass make the page
+    when some fetched row scores strictly worse than the last of them (or every match
+    was fetched): no row left out can then pass ahead of or tie with a row kept. The
+    room covers ties (short notes that hold a word once score alike) and other
+    agents' rows in the same pass: FTS5's cost is one bm25() per match whatever the
+    LIMIT, and a second pass (or the joined query after this one) pays it again."""
+    want = offset + limit
+    fetched = conn.execute(
+        f"SELECT rowid, {_BM25} AS bm FROM search_fts WHERE search_fts MATCH ? ORDER BY bm LIMIT ?",
+        (match, want + _TIE_ROOM),
+    ).fetchall()
+    if not fetched:
+        return []
+    marks = ",".join("?" * len(fetched))
+    cond = "".join(f" AND {w}" for w in where)
+    passing = {
+        doc: (agent_id, path)
+        for doc, agent_id, path in conn.execute(
+            f"SELECT d.doc, d.agent_id, d.path FROM search_docs d NOT INDEXED WHERE d.doc IN ({marks}){cond}",
+            (*(doc for doc, _ in fetched), *params),
+        )
+    }
+    kept = [(doc, *passing[doc], float(bm)) for doc, bm in fetched if doc in passing]
+    every_match = len(fetched) < want + _TIE_ROOM
+    if len(kept) >= want:
+        edge = kept[want - 1][3]
+        if not every_match and not edge < fetched[-1][1]:
+            return None  # rows tied at the page's edge may lie past those fetched
+        kept = [row for row in kept if row[3] <= edge]
+    elif not every_match:
+        return None  # too few of the best rows pass the filters
+    kept.sort(key=lambda r: (r[3], r[1], r[2]))
+    return kept[offset:want]
 
 
 def passage(columns: Sequence[object]) -> str:
