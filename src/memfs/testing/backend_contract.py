@@ -137,6 +137,16 @@ class BackendContract:
         assert list(backend.list("", start_after=expected[-1])) == []
         assert expected[-1] == "\U0001f600/smile"  # 4-byte UTF-8 sorts after U+FFFF
 
+    def test_start_after_a_folder_name_still_lists_the_folder(self, backend: Backend) -> None:
+        # "a/x" > "a" bytewise, so AWS's StartAfter=a lists it; SeaweedFS's own
+        # StartAfter skips every key below a folder named exactly like it.
+        for key in ["a/x", "a/y/z", "a!", "a0", "b/c"]:
+            backend.put_if_absent(key, b"")
+        assert list(backend.list("", start_after="a")) == ["a!", "a/x", "a/y/z", "a0", "b/c"]
+        assert list(backend.list("a", start_after="a")) == ["a!", "a/x", "a/y/z", "a0"]
+        assert list(backend.list("a/", start_after="a/y")) == ["a/y/z"]
+        assert list(backend.list("", start_after="b")) == ["b/c"]
+
     def test_delete_is_idempotent(self, backend: Backend) -> None:
         backend.put_if_absent("a/b", b"1")
         backend.put_if_absent("a/c", b"2")
