@@ -129,6 +129,8 @@ class SeaweedFS:
             "-s3.port.iceberg=0",
             "-s3.port.lance=0",
             f"-s3.config={config}",
+            # As AWS does: a PUT to a bucket that does not exist is refused, not a new bucket.
+            "-s3.autoCreateBucket=false",
         ]
         log = (self.folder / "weed.log").open("wb")
         self.process = subprocess.Popen(

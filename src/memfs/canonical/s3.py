@@ -101,7 +101,12 @@ def _order(entry: tuple[str, bool]) -> bytes:
 def unavailable(exc: BaseException, action: str) -> StorageError:
     """The 503 an object-storage failure becomes, naming what failed and why."""
     if isinstance(exc, UnauthenticatedError | PermissionDeniedError):
-        reason = "the storage refused memfs's credentials (check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+        reason = (
+            "the storage refused memfs's credentials"
+            " (check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        )
+    elif isinstance(exc, _MISSING):
+        reason = "no such bucket (create it first, or check MEMFS_OBJECTS)"
     else:
         reason = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
     return StorageError(
@@ -186,7 +191,8 @@ class S3Backend:
                     return self.get(key) == bytes(data)
                 except MissingObject:
                     return False
-            except (UnauthenticatedError, PermissionDeniedError) as exc:
+            except (UnauthenticatedError, PermissionDeniedError, *_MISSING) as exc:
+                # Refused credentials or no such bucket: retrying can't help.
                 raise unavailable(exc, f"writing {key}") from None
             except _FAILURES as exc:
                 failed = exc

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from memfs import __version__
+from memfs import __version__, config
 from memfs.cli import audit, backup, integrity, keys, memories, serve, webhooks
 from memfs.cli.base import EXIT_CODES, Parser, common_options
-from memfs.core import faults, healing, maintenance
+from memfs.core import faults, healing, maintenance, objects
 from memfs.core.store import Store
 from memfs.errors import Damaged, MemfsError
 
@@ -39,6 +39,9 @@ def build_parser() -> Parser:
         data=Path(os.environ.get("MEMFS_DATA", "data")),
         json=False,
         actor=maintenance.default_actor(),
+        objects=None,
+        s3_endpoint=None,
+        s3_region=None,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
@@ -85,12 +88,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MemfsError as exc:
             print(f"memfs: {exc.message}", file=sys.stderr)
             return EXIT_CODES.get(exc.code, 1)
+    # Objects first: storage memfs can't use creates nothing, not even the data folder.
+    try:
+        where = config.load_objects(
+            os.environ,
+            {"objects": args.objects, "s3_endpoint": args.s3_endpoint, "s3_region": args.s3_region},
+        )
+        backend = objects.open_backend(where)
+        if backend is not None:
+            objects.check_bucket(backend, where)
+    except MemfsError as exc:
+        print(f"memfs: {exc.message}", file=sys.stderr)
+        return EXIT_CODES.get(exc.code, 1)
     problem = _data_folder_problem(args)
     if problem is not None:
         print(f"memfs: {problem}", file=sys.stderr)
         return 2
     try:
-        store = Store(args.data)
+        store = Store(args.data, backend=backend, worktree=backend is None)
     except OSError as exc:
         print(f"memfs: can't open data folder {args.data}: {exc.strerror}", file=sys.stderr)
         return 1

@@ -36,7 +36,7 @@ from memfs.core.tree_commit import TreeCommit
 from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, Index, MemoryRow, VersionRow
-from memfs.derived.worktree import WorkTree
+from memfs.derived.worktree import NoTree, WorkTree
 from memfs.domain import paths
 from memfs.domain.commits import (
     CREATED,
@@ -144,8 +144,11 @@ class Store:
         backend: Backend | None = None,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         index_file: Path | None = None,
+        worktree: bool = True,
     ) -> None:
         self.data_dir = data_dir
+        # Off when objects are on S3 (core.objects): the tree is a single-node feature.
+        self.worktree = worktree
         durable.private_folder(data_dir)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
         self.index = Index(index_file or layout.index_path(data_dir))
@@ -214,7 +217,8 @@ class Store:
             if not self.backend.put_if_absent(layout.agent_key(agent_id), body):
                 raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
             index.put_agent(conn, agent_id, name, store_id, created)
-            durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
+            if self.worktree:
+                durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
             row = index.agent(conn, agent_id)
         assert row is not None
         return Agent.of(row)
@@ -475,7 +479,8 @@ class Store:
                 tree.check(path)
 
     def _tree(self, agent_id: str) -> WorkTree:
-        return WorkTree(layout.worktree_root(self.data_dir, agent_id))
+        kind = WorkTree if self.worktree else NoTree
+        return kind(layout.worktree_root(self.data_dir, agent_id))
 
     def _publish_entry(self, key: str, entry: bytes) -> Future[bool]:
         """Create log entry N+1 with create-if-absent: the commit point. It runs on the

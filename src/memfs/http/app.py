@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from memfs import config
-from memfs.core import faults, healing, maintenance, metrics, sandbox
+from memfs.core import faults, healing, maintenance, metrics, objects, sandbox
 from memfs.core.auth import authenticate
 from memfs.core.keys import AdminKey, KeyRing
 from memfs.core.runner import Runner
@@ -274,7 +274,13 @@ class MemfsApp:
 
 
 def build(settings: config.Settings) -> MemfsApp:
-    store = Store(settings.data, memory_bytes=settings.memory_bytes)
+    where = config.objects(settings)
+    backend = objects.open_backend(where)
+    if backend is not None:
+        objects.check_bucket(backend, where)
+    store = Store(
+        settings.data, backend=backend, memory_bytes=settings.memory_bytes, worktree=backend is None
+    )
     # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
     healing.heal(store)
     maintenance.sweep_temp_files(store)
