@@ -27,6 +27,8 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
+from memfs.canonical.s3 import S3Backend
+
 ACCESS_KEY = "memfs-test-access"
 SECRET_KEY = "memfs-test-secret-0123456789"
 REGION = "us-east-1"
@@ -173,13 +175,24 @@ class SeaweedFS:
         self.client().create_bucket(Bucket=name)  # type: ignore[attr-defined]
         return name
 
+    def backend(self, prefix: str = "memfs") -> S3Backend:
+        """An S3Backend on a new bucket of this server, its keys under ``prefix/``."""
+        return S3Backend(
+            self.bucket(),
+            prefix,
+            endpoint=self.endpoint,
+            region=REGION,
+            credentials={"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY},
+        )
+
     def stop(self) -> None:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
             try:
-                process.wait(timeout=20)
+                # A temp test server: its data is thrown away, no need to wait long.
+                process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)

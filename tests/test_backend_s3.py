@@ -9,20 +9,7 @@ import pytest
 
 from engine_seaweedfs import SeaweedFS
 from memfs.canonical.backend import Backend
-from memfs.canonical.s3 import S3Backend
 from memfs.testing.backend_contract import BackendContract
-
-
-def s3_backend(engine: SeaweedFS, prefix: str = "") -> S3Backend:
-    return S3Backend(
-        engine.bucket(),
-        prefix,
-        endpoint=engine.endpoint,
-        credentials={
-            "access_key_id": engine.env()["AWS_ACCESS_KEY_ID"],
-            "secret_access_key": engine.env()["AWS_SECRET_ACCESS_KEY"],
-        },
-    )
 
 
 class TestS3Backend(BackendContract):
@@ -31,4 +18,4 @@ class TestS3Backend(BackendContract):
         self.engine = seaweedfs
 
     def make_backend(self, tmp_path: Path) -> Backend:
-        return s3_backend(self.engine, "memfs/test")
+        return self.engine.backend("memfs/test")

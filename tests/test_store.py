@@ -24,17 +24,22 @@ from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every Store test runs on each backend, but those marked ``on_disk`` (they read
-    the data folder's files: the on-disk format is LocalBackend's alone)."""
+    """Every Store test runs on each backend (S3: a real SeaweedFS), but those marked
+    ``on_disk`` (they read the data folder's files: LocalBackend's format alone)."""
     if "store" in metafunc.fixturenames:
         on_disk = metafunc.definition.get_closest_marker("on_disk") is not None
-        metafunc.parametrize("store", ["local"] if on_disk else ["local", "memory"], indirect=True)
+        kinds = ["local"] if on_disk else ["local", "memory", "s3"]
+        metafunc.parametrize("store", kinds, indirect=True)
 
 
 @pytest.fixture
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """A Store on ``tmp_path / "data"`` with the backend of the test's parameter."""
-    backend = memfs.canonical.backend.MemoryBackend() if request.param == "memory" else None
+    backend: memfs.canonical.backend.Backend | None = None
+    if request.param == "memory":
+        backend = memfs.canonical.backend.MemoryBackend()
+    elif request.param == "s3":
+        backend = request.getfixturevalue("seaweedfs").backend("store")
     opened = Store(tmp_path / "data", backend=backend)
     try:
         yield opened

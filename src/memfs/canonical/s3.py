@@ -246,7 +246,9 @@ class S3Backend:
             raise unavailable(exc, f"listing {folder or '/'}") from None
         entries = [(decode(str(meta["path"])), False) for meta in result["objects"]]
         entries += [(decode(str(name)), True) for name in result["common_prefixes"]]
-        return entries
+        # SeaweedFS keeps a folder emptied by deletes and lists it inside itself as a
+        # marker object ("log/", which obstore reads as "log"): not a key.
+        return [(key, kind) for key, kind in entries if key.startswith(folder) and key != folder]
 
     def _walk(self, folder: str, prefix: str, start_after: str) -> Iterator[str]:
         for key, is_folder in sorted(self._children(folder), key=_order):

@@ -183,3 +183,17 @@ class BackendContract:
         backend.put_if_absent("0", b"")
         for prefix in ["//", "a//", "../", "../outside", "./", "a/../", "a/./"]:
             assert list(backend.list(prefix)) == [], prefix
+
+    def test_a_folder_emptied_by_deletes_lists_nothing(self, backend: Backend) -> None:
+        # Erasure deletes every key of an agent: nothing may be left to list, though
+        # some stores keep the emptied folders (SeaweedFS lists them as markers).
+        backend.put_if_absent("agent/log/1.json", b"1")
+        backend.put_if_absent("agent/objects/ab/cd", b"2")
+        backend.put_if_absent("other/x", b"3")
+        for key in list(backend.list("agent/")):
+            backend.delete(key)
+        assert list(backend.list("agent/")) == []
+        assert list(backend.list("")) == ["other/x"]
+        assert not backend.exists("agent/log")
+        with pytest.raises(MissingObject):
+            backend.get("agent/log")
