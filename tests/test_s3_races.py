@@ -1,20 +1,27 @@
-"""Racing writers on one SeaweedFS bucket, each a separate ``memfs`` process with a data
-folder (and so a local index) of its own, as separate nodes would be: If-None-Match: *
-on the next log entry decides, so each If-Match round has exactly one winner and the
-log has no gap and no duplicate."""
+"""Races on one SeaweedFS bucket, with real processes.
+
+- If-Match writers, each a separate ``memfs`` process with a data folder (and so a local
+  index) of its own, as separate nodes would be: If-None-Match: * on the next log entry
+  decides, so each round has exactly one winner and the log no gap or duplicate.
+- Thirty deliveries of one webhook-id split across two workers: one run, run once.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from engine_seaweedfs import SeaweedFS
 from memfs.canonical import layout
+from servers_real import RealServer
 from test_races import _race_cli
+from test_webhook_processes import AGENT, RUN_OPTIONS, deliver, set_up, wait_terminal
 
 
 def test_if_match_race_across_nodes_has_exactly_one_winner(
@@ -64,3 +71,52 @@ def test_if_match_race_across_nodes_has_exactly_one_winner(
     # A node that lost every round still reads the last winner's bytes from the bucket.
     shown = _race_cli(tmp_path / "read", [[*objects, "--data", str(nodes[-1]), "cat", agent, path]])
     assert shown[0][0] == 0 and hashlib.sha256(shown[0][1].encode()).hexdigest() == sha, shown
+
+
+def test_thirty_concurrent_deliveries_of_one_id_on_s3_start_one_run(
+    seaweedfs: SeaweedFS, tmp_path: Path
+) -> None:
+    """Two workers race on the delivery record in the bucket: one 202, 29 × 200, one
+    run, claimed and executed once (read from its canonical events in the bucket)."""
+    backend = seaweedfs.backend("once")
+    env = {**seaweedfs.env(), "MEMFS_OBJECTS": f"s3://{backend.bucket}/once"}
+    srv = RealServer(tmp_path / "data", workers=2, env=env, extra_args=RUN_OPTIONS)
+    with srv:
+        secret = set_up(srv, "gh", prompt="file it")
+        body = json.dumps({"action": "opened"})
+        gate = threading.Barrier(30, timeout=60)
+        answers: list[tuple[int, str]] = []
+        errors: list[BaseException] = []
+        lock = threading.Lock()
+        limits = httpx.Limits(max_connections=40, max_keepalive_connections=40)
+        with httpx.Client(base_url=srv.url, timeout=120, limits=limits) as client:
+
+            def one() -> None:
+                try:
+                    gate.wait()
+                    response = deliver(client, secret, "gh", "msg_s3", body)
+                    with lock:
+                        answers.append((response.status_code, response.json()["id"]))
+                except BaseException as exc:  # reported below, never lost in a thread
+                    with lock:
+                        errors.append(exc)
+
+            threads = [threading.Thread(target=one) for _ in range(30)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+        assert not errors, errors
+        assert sorted(code for code, _ in answers) == [200] * 29 + [202], answers
+        (run_id,) = {run_id for _, run_id in answers}
+        (run,) = wait_terminal(srv, 1, timeout=90)
+        assert run["id"] == run_id and run["status"] == "succeeded" and run["attempt"] == 1
+    agent = layout.agent_prefix(AGENT)
+    assert len(list(backend.list(agent + "deliveries/gh/"))) == 1
+    run_keys = list(backend.list(f"{agent}runs/{run_id}."))
+    assert [k for k in run_keys if ".c" in k.rsplit("/", 1)[1]] == [
+        f"{agent}runs/{run_id}.c0001.json"
+    ]
+    kinds = [json.loads(backend.get(k))["type"] for k in run_keys if ".e" in k.rsplit("/", 1)[1]]
+    assert kinds.count("claimed") == 1 and kinds.count("succeeded") == 1, kinds
+    assert "failed" not in kinds, kinds
