@@ -54,7 +54,7 @@ _ESCAPE = "\ue000"
 CONNECT_TIMEOUT = 3.0
 REQUEST_TIMEOUT = 30.0
 RETRY_BUDGET = 8.0
-_PUT_ATTEMPTS = 5
+_PUT_ATTEMPTS = 10
 # obstore raises its own errors, and builtin ones for some (FileNotFoundError for a GET
 # of a missing key, TimeoutError, ConnectionError): every one is a storage failure.
 _MISSING = (NotFoundError, FileNotFoundError)
@@ -127,10 +127,12 @@ class S3Backend:
         region: str = "us-east-1",
         pool_size: int = 64,
         credentials: dict[str, str] | None = None,
+        retry_budget: float = RETRY_BUDGET,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.endpoint = endpoint
+        self.retry_budget = retry_budget
         options: ClientConfig = {
             "connect_timeout": timedelta(seconds=CONNECT_TIMEOUT),
             "timeout": timedelta(seconds=REQUEST_TIMEOUT),
@@ -145,8 +147,8 @@ class S3Backend:
             # A custom endpoint (MinIO, SeaweedFS, R2) takes the bucket in the path.
             config["virtual_hosted_style_request"] = False
         retries: RetryConfig = {
-            "max_retries": 6,
-            "retry_timeout": timedelta(seconds=RETRY_BUDGET),
+            "max_retries": 10,
+            "retry_timeout": timedelta(seconds=retry_budget),
             "backoff": {
                 "init_backoff": timedelta(milliseconds=100),
                 "max_backoff": timedelta(seconds=2),
@@ -176,7 +178,7 @@ class S3Backend:
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         name = encode(check_key(key))
-        deadline = time.monotonic() + RETRY_BUDGET
+        deadline = time.monotonic() + self.retry_budget
         failed: BaseException | None = None
         for attempt in range(_PUT_ATTEMPTS):
             try:
