@@ -81,6 +81,12 @@ def test_server_keeps_objects_in_the_bucket_folder_and_no_working_tree(
     assert (shown.returncode, shown.stdout) == (0, "# on s3\n"), shown.stderr
     status = memfs("status", "demo", env=env, data=data)
     assert status.returncode == 2 and "no working tree" in status.stderr
+    # backup and restore work on a local data folder: refused, never a silent empty copy
+    backup = memfs("backup", str(tmp_path / "copy"), env=env, data=data)
+    assert backup.returncode == 2 and "objects are on S3" in backup.stderr
+    assert not (tmp_path / "copy").exists()
+    restore = memfs("restore", str(tmp_path / "copy"), env=env, data=tmp_path / "new")
+    assert restore.returncode == 2 and "restore writes a local data folder" in restore.stderr
     # The same bucket folder through --objects / --s3-endpoint instead of the variables,
     # from an empty data folder: its index is rebuilt from the bucket alone.
     flags = {k: v for k, v in env.items() if k.startswith("AWS_")}

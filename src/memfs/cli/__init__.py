@@ -76,6 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "opens_store", True):  # restore makes its own data folder
+        if args.objects or os.environ.get("MEMFS_OBJECTS"):
+            print(
+                "memfs: restore writes a local data folder; objects on S3 (--objects,"
+                " MEMFS_OBJECTS) are restored with the storage's own tools",
+                file=sys.stderr,
+            )
+            return 2
         try:
             code: int = args.handler(args, None)
             return code

@@ -9,11 +9,15 @@ overwrote on ``If-None-Match: *`` would let two servers both win one revision.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 from memfs.canonical.backend import Backend
 from memfs.canonical.s3 import S3Backend
 from memfs.config import Objects
 from memfs.errors import InvalidRequest, StorageError, Unavailable
+
+if TYPE_CHECKING:
+    from memfs.core.store import Store
 
 PROBE_FOLDER = "memfs-probe"
 
@@ -54,4 +58,15 @@ def check_bucket(backend: Backend, objects: Objects) -> None:
             " If-None-Match: * overwrote an existing key); memfs needs them to keep"
             " one writer per revision. Use a store that supports them (AWS S3, R2,"
             " MinIO, SeaweedFS)"
+        )
+
+
+def require_local(store: Store, what: str) -> None:
+    """Refuse a command that reads or writes the data folder's own objects (backup,
+    restore) when objects are on S3: it would copy nothing, silently."""
+    if isinstance(store.backend, S3Backend):
+        raise InvalidRequest(
+            f"{what} works on a local data folder, and objects are on S3 here"
+            f" ({store.backend!r}); back the bucket up with the storage's own tools"
+            " (versioning, replication), see docs/scale-out.md"
         )
