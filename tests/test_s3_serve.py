@@ -24,6 +24,7 @@ from memfs.config import Objects
 from memfs.core.objects import check_bucket
 from memfs.errors import InvalidRequest
 from servers_real import ADMIN_KEY, RealServer, free_port
+from test_backend_s3 import Faults
 from test_erasure import ERASED, KEPT, session
 
 MD = {"Content-Type": "text/markdown"}
@@ -135,6 +136,23 @@ def test_serve_refuses_to_start_on_storage_it_cannot_use(
     listed = memfs("ls", "demo", env=env, data=tmp_path / "data")
     assert listed.returncode != 0 and says in listed.stderr
     assert not (tmp_path / "data" / "admin.key").exists()
+
+
+def test_serve_refuses_a_store_that_ignores_if_none_match(
+    seaweedfs: SeaweedFS, tmp_path: Path
+) -> None:
+    relay = Faults(seaweedfs.port)
+    relay.overwrite = True  # every conditional PUT "succeeds", as on a store without them
+    try:
+        env = s3_env(seaweedfs, f"s3://{seaweedfs.bucket()}")
+        env["MEMFS_S3_ENDPOINT"] = f"http://127.0.0.1:{relay.port}"
+        done = serve_once(env, tmp_path / "data")
+    finally:
+        relay.close()
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not honour conditional writes" in lines[0], done.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_a_bucket_that_overwrites_on_if_none_match_is_refused() -> None:
