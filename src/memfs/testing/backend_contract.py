@@ -6,7 +6,8 @@ A new backend runs the whole suite by subclassing::
         def make_backend(self, tmp_path: Path) -> Backend:
             return MyBackend(...)
 
-``tests/test_backend.py`` runs it for MemoryBackend and LocalBackend.
+``tests/test_backend.py`` runs it for MemoryBackend and LocalBackend,
+``tests/test_backend_s3.py`` for S3Backend on a real SeaweedFS.
 """
 
 from __future__ import annotations
