@@ -10,7 +10,11 @@ processes and real engines:
 - read-after-write across servers (write through A, read through B at once);
 - a key revoked through A is refused by B within 5 s (the issue's contract);
 - kill -9 of one server under writes: every acknowledged write reads back from the
-  survivor, and ``memfs fsck`` (the CLI on the cluster's settings) is clean.
+  survivor, and ``memfs fsck`` (the CLI on the cluster's settings) is clean;
+- a server killed mid-run: its command child dies with it and the other server adopts
+  the attempt (attempt 2, claimed by the survivor). Both servers share one host here,
+  where the claim's pid tells a dead owner; across hosts that needs a lease
+  (docs/scale-out.md says it is missing).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from commands import child_python, shared_folder
 from engine_postgres import PostgresServer
 from engine_seaweedfs import SeaweedFS
 from memfs.canonical import layout
@@ -293,6 +298,59 @@ def test_kill_9_of_one_server_under_writes_loses_no_acknowledged_write(cluster: 
     cluster.b.stop()
     checked = cluster.cli("fsck", "--json", data=cluster.b.data)  # on the survivor's node
     assert checked.returncode == 0, (checked.stdout, checked.stderr)
+
+
+ATTEMPT_SCRIPT = """
+import os, sys, time
+sys.stdin.read()
+with open({log!r}, "a") as out:
+    out.write(f"start {{os.environ['MEMFS_ATTEMPT']}} {{os.getpid()}}\\n")
+if os.environ["MEMFS_ATTEMPT"] == "1":
+    time.sleep(300)  # killed with its server long before
+"""
+
+
+def test_a_run_of_a_server_killed_mid_run_is_adopted_by_the_other(cluster: Cluster) -> None:
+    with shared_folder() as shared:
+        log = shared / "attempts.log"
+        script = ATTEMPT_SCRIPT.format(log=str(log))
+        action = {"type": "command", "argv": [child_python(), "-c", script], "timeoutSeconds": 600}
+        secret = set_up(cluster.a, "cmd", action=action, maxAttempts=3)
+        with httpx.Client(base_url=cluster.a.url, timeout=30) as client:
+            answer = deliver(client, secret, "cmd", "evt_adopt", json.dumps({"n": 1}))
+        assert answer.status_code == 202, answer.text
+        run_id = answer.json()["id"]
+
+        def started() -> list[list[str]]:
+            lines = log.read_text().splitlines() if log.exists() else []
+            return [line.split() for line in lines]
+
+        wait_until(lambda: len(started()) == 1, 60, "attempt 1 to start")
+        ((_, attempt, child),) = started()
+        assert attempt == "1"
+        agent = layout.agent_prefix(AGENT)
+        first = json.loads(cluster.backend.get(f"{agent}runs/{run_id}.c0001.json"))
+        owner, survivor = (
+            (cluster.a, cluster.b)
+            if first["pid"] in cluster.a._group_members()
+            else (cluster.b, cluster.a)
+        )
+        assert first["pid"] in owner._group_members()
+        owner.kill_hard()
+        wait_until(lambda: not Path(f"/proc/{child}").exists(), 30, "attempt 1 to die")
+        runs_url = f"/v1/agents/{quote(AGENT, safe='')}/runs"
+        with survivor.client() as client:
+
+            def succeeded() -> bool:
+                runs = client.get(runs_url).json()["runs"]
+                return len(runs) == 1 and runs[0]["status"] == "succeeded"
+
+            wait_until(succeeded, 120, "the survivor to run attempt 2")
+            (run,) = client.get(runs_url).json()["runs"]
+        assert run["id"] == run_id and run["attempt"] == 2, run
+        second = json.loads(cluster.backend.get(f"{agent}runs/{run_id}.c0002.json"))
+        assert second["pid"] in survivor._group_members()
+        assert [line[1] for line in started()] == ["1", "2"]
 
 
 def _md() -> dict[str, str]:
