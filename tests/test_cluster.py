@@ -12,9 +12,8 @@ processes and real engines:
 - kill -9 of one server under writes: every acknowledged write reads back from the
   survivor, and ``memfs fsck`` (the CLI on the cluster's settings) is clean;
 - a server killed mid-run: its command child dies with it and the other server adopts
-  the attempt (attempt 2, claimed by the survivor). Both servers share one host here,
-  where the claim's pid tells a dead owner; across hosts that needs a lease
-  (docs/scale-out.md says it is missing).
+  the attempt (attempt 2, claimed by the survivor), on one host (the claim's pid) and
+  across hosts (B in a UTS namespace with a hostname of its own: the node lease).
 """
 
 from __future__ import annotations
@@ -72,9 +71,17 @@ class Cluster:
         )
 
 
+# Server B on "another host": its own UTS namespace (``unshare --uts``, root) with a
+# hostname of its own, so only B's node lease in the bucket can tell A that B is gone.
+OTHER_HOST = ("unshare", "--uts", "sh", "-c", 'hostname memfs-node-b && exec "$@"', "sh")
+
+
 @pytest.fixture
 def cluster(
-    seaweedfs: SeaweedFS, postgres_server: PostgresServer, tmp_path: Path
+    request: pytest.FixtureRequest,
+    seaweedfs: SeaweedFS,
+    postgres_server: PostgresServer,
+    tmp_path: Path,
 ) -> Iterator[Cluster]:
     name = f"c{time.monotonic_ns()}"
     backend = seaweedfs.backend(name)
@@ -84,7 +91,8 @@ def cluster(
         "MEMFS_INDEX": postgres_server.new_database(),
     }
     a = RealServer(tmp_path / "node-a", env=env, extra_args=RUN_OPTIONS)
-    b = RealServer(tmp_path / "node-b", env=env, extra_args=RUN_OPTIONS)
+    wrapper = OTHER_HOST if getattr(request, "param", "") == "two hosts" else ()
+    b = RealServer(tmp_path / "node-b", env=env, extra_args=RUN_OPTIONS, wrapper=wrapper)
     with a, b:
         yield Cluster(a=a, b=b, env=env, backend=backend)
 
@@ -310,7 +318,10 @@ if os.environ["MEMFS_ATTEMPT"] == "1":
 """
 
 
+@pytest.mark.parametrize("cluster", ["one host", "two hosts"], indirect=True)
 def test_a_run_of_a_server_killed_mid_run_is_adopted_by_the_other(cluster: Cluster) -> None:
+    """One host: the claim's pid tells the survivor its owner is dead. Two hosts: the
+    owner's node lease expires (core.leases), then the survivor adopts the attempt."""
     with shared_folder() as shared:
         log = shared / "attempts.log"
         script = ATTEMPT_SCRIPT.format(log=str(log))
@@ -350,6 +361,8 @@ def test_a_run_of_a_server_killed_mid_run_is_adopted_by_the_other(cluster: Clust
         assert run["id"] == run_id and run["attempt"] == 2, run
         second = json.loads(cluster.backend.get(f"{agent}runs/{run_id}.c0002.json"))
         assert second["pid"] in survivor._group_members()
+        if cluster.b.wrapper:  # two hosts: the claims name different hosts and leases
+            assert first["host"] != second["host"] and first["node"] != second["node"]
         assert [line[1] for line in started()] == ["1", "2"]
 
 
