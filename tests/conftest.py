@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from engine_seaweedfs import SeaweedFS
 from memfs.core.store import Store
 
 AGENT_ID = "users/alice/assistant"
@@ -30,3 +31,10 @@ def agent(store: Store) -> str:
     """The id of a freshly created agent, ``users/alice/assistant``."""
     store.create_agent(AGENT_ID)
     return AGENT_ID
+
+
+@pytest.fixture(scope="session")
+def seaweedfs() -> Iterator[SeaweedFS]:
+    """One real SeaweedFS S3 server for the whole session (tests/engine_seaweedfs.py)."""
+    with SeaweedFS() as engine:
+        yield engine

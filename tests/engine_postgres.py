@@ -1,7 +1,8 @@
 """A real PostgreSQL server for the tests that need one: ``postgres_server`` (session).
 
 It runs the system's binaries (Debian's ``postgresql`` package puts them in
-/usr/lib/postgresql/<major>/bin) on 127.0.0.1 and a free port, over a cluster made by
+/usr/lib/postgresql/<major>/bin), else those of the ``pgserver`` wheel (a dev
+dependency: a fresh machine gets PostgreSQL through pip), on 127.0.0.1 and a free port, over a cluster made by
 ``initdb`` in a fresh temporary folder, with fsync off (the cluster is thrown away).
 PostgreSQL refuses to run as root, and tests run as root here and in CI: the cluster is
 then owned by and run as ``nobody``. Stopped by the PID this module started.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import itertools
 import os
 import pwd
@@ -29,12 +31,24 @@ from pathlib import Path
 
 import pytest
 
-INSTALL = "apt-get install -y postgresql  (Debian: the server binaries initdb and postgres)"
+INSTALL = (
+    "pip install -e '.[dev]' (the pgserver wheel bundles initdb and postgres), or"
+    " apt-get install -y postgresql; MEMFS_PG_BIN=FOLDER or MEMFS_PG_BIN=pgserver chooses"
+)
 START_TIMEOUT = 60.0
 
 
 def find_binaries() -> Path | None:
-    """The folder holding initdb and postgres: Debian's newest, else one on PATH."""
+    """The folder holding initdb and postgres.
+
+    ``MEMFS_PG_BIN`` chooses: a folder, or ``pgserver`` for the binaries the ``pgserver``
+    wheel (a dev dependency) bundles. Unset: Debian's newest, else one on PATH, else
+    pgserver's, so a fresh machine needs nothing but ``pip install -e '.[dev]'``."""
+    chosen = os.environ.get("MEMFS_PG_BIN", "")
+    if chosen == "pgserver":
+        return _pgserver_binaries()
+    if chosen:
+        return Path(chosen)
     found = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/initdb"),
         key=lambda p: (
@@ -46,7 +60,43 @@ def find_binaries() -> Path | None:
     initdb = shutil.which("initdb")
     if initdb and shutil.which("postgres"):
         return Path(os.path.realpath(initdb)).parent
-    return None
+    return _pgserver_binaries()
+
+
+def _pgserver_binaries() -> Path | None:
+    """pgserver's bin folder, reachable by ``nobody`` (who runs them under root): when
+    the installed copy is not (a private home or venv folder), a copy in /tmp is."""
+    # Found, not imported: importing pgserver sets up its own runtime folders (and warns).
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
+    if not (install / "bin" / "initdb").exists():
+        return None
+    if os.geteuid() != 0 or _open_to_others(install):
+        return install / "bin"
+    copy = Path(tempfile.gettempdir()) / f"memfs-pginstall-{os.getuid()}"
+    if not (copy / "bin" / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix="memfs-pginstall-"))
+        shutil.copytree(install, staging / "pginstall", symlinks=True)
+        for root, dirs, files in os.walk(staging):
+            for name in dirs + files:
+                path = Path(root, name)
+                if not path.is_symlink():
+                    path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
+        staging.chmod(0o755)
+        with contextlib.suppress(OSError):  # another session won the race: use its copy
+            (staging / "pginstall").rename(copy)
+    return copy / "bin"
+
+
+def _open_to_others(install: Path) -> bool:
+    """Whether any user can walk to ``install`` and run its postgres binary."""
+    folder = install.resolve()
+    for part in [folder, *folder.parents]:
+        if not part.stat().st_mode & 0o001:
+            return False
+    return bool((folder / "bin" / "postgres").stat().st_mode & 0o001)
 
 
 def _free_port() -> int:

@@ -80,7 +80,10 @@ class RealServer:
         extra_args: tuple[str, ...] = (),
         env: dict[str, str] | None = None,
         key_in_env: bool = True,
+        wrapper: tuple[str, ...] = (),
     ) -> None:
+        # A command the server runs under, e.g. ``unshare --uts …`` for another hostname.
+        self.wrapper = wrapper
         self.data = data
         self.env = env or {}  # added to the server's (otherwise clean) environment
         self.workers = workers
@@ -121,6 +124,7 @@ class RealServer:
         self.data.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in _reap
         argv = [
+            *self.wrapper,
             sys.executable,
             "-m",
             "memfs.cli",

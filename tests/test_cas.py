@@ -1,7 +1,8 @@
 """The one create-if-absent-and-recheck loop (``memfs.core.cas.append_next``), raced.
 
 Two real threads read the same state (a barrier holds both until each has decided on
-it), both try to create object 1 on a real data folder: exactly one wins, and the
+it), both try to create object 1 on a real data folder (and on a real SeaweedFS bucket,
+where If-None-Match: * decides): exactly one wins, and the
 loser re-reads, decides again on the winner's state and creates object 2.
 """
 
@@ -13,15 +14,27 @@ from typing import Any
 
 import pytest
 
-from memfs.canonical.backend import LocalBackend
+from engine_seaweedfs import SeaweedFS
+from memfs.canonical.backend import Backend, LocalBackend
 from memfs.core import cas
 from memfs.errors import Conflict
 
 PREFIX = "seq/"
 
 
-def test_exactly_one_writer_wins_each_object_and_the_loser_decides_again(tmp_path: Path) -> None:
-    backend = LocalBackend(tmp_path)
+@pytest.fixture(params=["local", "s3"])
+def racing_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """A data folder, or a bucket of the real SeaweedFS (If-None-Match: * decides)."""
+    if request.param == "s3":
+        engine: SeaweedFS = request.getfixturevalue("seaweedfs")
+        return engine.backend("cas")
+    return LocalBackend(tmp_path)
+
+
+def test_exactly_one_writer_wins_each_object_and_the_loser_decides_again(
+    racing_backend: Backend,
+) -> None:
+    backend = racing_backend
     both_decided = threading.Barrier(2, timeout=60)
     seen: dict[str, list[int]] = {"a": [], "b": []}
     results: dict[str, int] = {}

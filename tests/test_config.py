@@ -168,3 +168,42 @@ def test_command_settings_are_off_by_default_and_checked() -> None:
     for env in ({"MEMFS_ALLOW_COMMANDS": "maybe"}, {"MEMFS_RUN_USER": "root"}):
         with pytest.raises(InvalidRequest, match=next(iter(env))):
             load(env, {})
+
+
+def test_objects_settings_name_a_bucket_folder() -> None:
+    from memfs.config import load_objects, objects
+
+    assert objects(load({}, {})).bucket is None  # unset: the data folder
+    where = load_objects({"MEMFS_OBJECTS": "s3://team-memfs/a/b/"}, {})
+    assert (where.bucket, where.prefix, where.region) == ("team-memfs", "a/b", "us-east-1")
+    where = load_objects(
+        {"MEMFS_OBJECTS": "s3://one-bucket", "MEMFS_S3_REGION": "eu-west-1"},
+        {"objects": "s3://other-bucket/p", "s3_endpoint": "http://127.0.0.1:8333/"},
+    )
+    assert (where.bucket, where.prefix) == ("other-bucket", "p")  # the flag wins
+    assert (where.endpoint, where.region) == ("http://127.0.0.1:8333", "eu-west-1")
+    # load_objects ignores the server's settings: a CLI command must not fail on them
+    assert load_objects({"MEMFS_PORT": "nope"}, {}).bucket is None
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("MEMFS_OBJECTS", "bucket-without-scheme"),
+        ("MEMFS_OBJECTS", "s3://UPPER"),
+        ("MEMFS_OBJECTS", "s3://ab"),
+        ("MEMFS_OBJECTS", "s3://-leading-hyphen"),
+        ("MEMFS_OBJECTS", "s3://good-bucket/../escape"),
+        ("MEMFS_OBJECTS", "s3://good-bucket/a/./b"),
+        ("MEMFS_S3_ENDPOINT", "127.0.0.1:8333"),
+        ("MEMFS_S3_ENDPOINT", "ftp://host"),
+        ("MEMFS_S3_REGION", "us east"),
+    ],
+)
+def test_bad_objects_settings_are_refused_naming_the_variable(var: str, value: str) -> None:
+    from memfs.config import load_objects
+
+    message = _refused({var: value})
+    assert var in message
+    with pytest.raises(InvalidRequest, match=var):
+        load_objects({var: value}, {})

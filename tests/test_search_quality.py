@@ -102,7 +102,7 @@ def test_top_10_agrees_with_a_reference_bm25(
     engine: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """PostgreSQL's ts_rank has no IDF; normalised by document length it still ranks
-    these top tens as BM25 does (see docs/scale-out-postgres.md)."""
+    these top tens as BM25 does (see docs/scale-out.md)."""
     docs = generated_corpus(400)
     location = None
     if engine == "postgresql":

@@ -26,22 +26,26 @@ from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every Store test runs on each backend, and on the PostgreSQL index, but those
-    marked ``on_disk`` (they read the data folder's files: the on-disk format is
-    LocalBackend's and the SQLite index's alone)."""
+    """Every Store test runs on each backend (S3: a real SeaweedFS), and on the
+    PostgreSQL index, but those marked ``on_disk`` (they read the data folder's files:
+    the on-disk format is LocalBackend's and the SQLite index's alone)."""
     if "store" in metafunc.fixturenames:
         on_disk = metafunc.definition.get_closest_marker("on_disk") is not None
-        params = ["local"] if on_disk else ["local", "memory", "postgresql"]
-        metafunc.parametrize("store", params, indirect=True)
+        kinds = ["local"] if on_disk else ["local", "memory", "s3", "postgresql"]
+        metafunc.parametrize("store", kinds, indirect=True)
 
 
 @pytest.fixture
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """A Store on ``tmp_path / "data"`` with the backend of the test's parameter
     ("postgresql": LocalBackend with the index in a fresh PostgreSQL database)."""
-    backend = memfs.canonical.backend.MemoryBackend() if request.param == "memory" else None
+    backend: memfs.canonical.backend.Backend | None = None
     location = None
-    if request.param == "postgresql":
+    if request.param == "memory":
+        backend = memfs.canonical.backend.MemoryBackend()
+    elif request.param == "s3":
+        backend = request.getfixturevalue("seaweedfs").backend("store")
+    elif request.param == "postgresql":
         location = request.getfixturevalue("postgres_server").new_database()
     opened = Store(tmp_path / "data", backend=backend, index_location=location)
     try:

@@ -41,6 +41,24 @@ class Settings:
     index: str | None = None
     # The read-only web console at /console (MEMFS_CONSOLE=0 or --no-console: off).
     console: bool = True
+    # Scale-out: canonical objects on S3 (s3://BUCKET[/PREFIX]); None keeps them in data.
+    objects: str | None = None
+    s3_endpoint: str | None = None
+    s3_region: str = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Objects:
+    """Where canonical objects live: the bucket and folder, or the local data folder."""
+
+    bucket: str | None = None  # None: the data folder, as in single-node mode
+    prefix: str = ""
+    endpoint: str | None = None
+    region: str = "us-east-1"
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
 
 
 # name → (environment variable, minimum, maximum) for the integer settings
@@ -61,6 +79,14 @@ _INTEGERS: dict[str, tuple[str, int, int]] = {
     "command_grace_seconds": ("MEMFS_COMMAND_GRACE_SECONDS", 0, 3600),
 }
 
+# name → environment variable of the object-storage settings (also read by every CLI command)
+_OBJECTS = {
+    "objects": "MEMFS_OBJECTS",
+    "s3_endpoint": "MEMFS_S3_ENDPOINT",
+    "s3_region": "MEMFS_S3_REGION",
+}
+OBJECT_ENVIRONMENT = tuple(_OBJECTS.values())
+
 ENVIRONMENT = (
     "MEMFS_DATA",
     "MEMFS_ADMIN_KEY",
@@ -69,6 +95,7 @@ ENVIRONMENT = (
     "MEMFS_RUN_USER",
     "MEMFS_INDEX",
     "MEMFS_CONSOLE",
+    *OBJECT_ENVIRONMENT,
     *(env for env, _lo, _hi in _INTEGERS.values()),
 )
 
@@ -88,6 +115,7 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         ("run_user", "MEMFS_RUN_USER"),
         ("index", "MEMFS_INDEX"),
         ("console", "MEMFS_CONSOLE"),
+        *_OBJECTS.items(),
     ):
         if var in env:
             raw[name] = (var, env[var])
@@ -98,6 +126,29 @@ def load(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Sett
         values[name] = _check(name, source, value)
     known = {f.name for f in fields(Settings)}
     return Settings(**{k: v for k, v in values.items() if k in known})  # type: ignore[arg-type]
+
+
+def objects(settings: Settings) -> Objects:
+    """The object-storage part of ``settings``, the S3 URL split into bucket and folder."""
+    if settings.objects is None:
+        return Objects()
+    bucket, _, prefix = settings.objects.removeprefix("s3://").partition("/")
+    return Objects(bucket, prefix.strip("/"), settings.s3_endpoint, settings.s3_region)
+
+
+def load_objects(env: Mapping[str, str], overrides: Mapping[str, object | None]) -> Objects:
+    """Only the object-storage settings (what every CLI command needs, not the server's)."""
+    raw = {name: env[var] for name, var in _OBJECTS.items() if var in env}
+    sources = {name: var for name, var in _OBJECTS.items()}
+    for name, value in overrides.items():
+        if value is not None:
+            raw[name] = str(value)
+            sources[name] = f"--{name.replace('_', '-')}"
+    checked = {name: _check(name, sources[name], value) for name, value in raw.items()}
+    return objects(Settings(**checked))  # type: ignore[arg-type]
+
+
+_BUCKET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
 
 
 def _check(name: str, source: str, value: object) -> object:
@@ -141,6 +192,24 @@ def _check(name: str, source: str, value: object) -> object:
         return user
     if name == "index":
         return index_location(source, value)
+    if name == "objects":
+        return _check_objects(source, str(value))
+    if name == "s3_endpoint":
+        endpoint = str(value).strip()
+        if not endpoint:
+            return None
+        rest = endpoint.partition("://")[2]
+        if not endpoint.startswith(("http://", "https://")) or not rest or " " in endpoint:
+            raise InvalidRequest(
+                f"{source}={value!r}: expected an http:// or https:// URL such as"
+                " http://127.0.0.1:8333"
+            )
+        return endpoint.rstrip("/")
+    if name == "s3_region":
+        region = str(value).strip()
+        if not region or not region.isascii() or not all(c.isalnum() or c == "-" for c in region):
+            raise InvalidRequest(f"{source}={value!r}: expected a region name such as us-east-1")
+        return region
     if name == "admin_key":
         key = str(value)
         if len(key) < 16 or not key.isascii() or not key.isprintable() or " " in key:
@@ -166,3 +235,26 @@ def index_location(source: str, value: object) -> str | None:
             " postgresql://USER:PASSWORD@HOST:5432/DATABASE (unset: SQLite in the data folder)"
         )
     return text
+
+
+def _check_objects(source: str, url: str) -> str | None:
+    url = url.strip()
+    if not url:
+        return None  # empty: the data folder, as when unset
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    segments = [p for p in prefix.strip("/").split("/") if p] if prefix.strip("/") else []
+    bad_prefix = "//" in prefix.strip("/") or any(p in (".", "..") for p in segments)
+    if (
+        not url.startswith("s3://")
+        or not 3 <= len(bucket) <= 63
+        or not set(bucket) <= _BUCKET_CHARS
+        or not bucket[0].isalnum()
+        or not bucket[-1].isalnum()
+        or bad_prefix
+        or not prefix.isprintable()
+    ):
+        raise InvalidRequest(
+            f"{source}={url!r}: expected s3://BUCKET or s3://BUCKET/PREFIX (a bucket name"
+            " of 3-63 lowercase letters, digits, dots and hyphens; PREFIX a folder path)"
+        )
+    return f"s3://{bucket}/{'/'.join(segments)}".rstrip("/")

@@ -3,8 +3,9 @@
 Four operations, the ones S3 with conditional writes also offers: create-if-absent
 put, get, list by prefix with start-after, delete (for erasure and collection).
 Keys are ``/``-separated relative names such as ``agents/x/.memfs/log/…json``.
-``LocalBackend`` keeps them as files under a folder; ``MemoryBackend`` in a dict.
-Both pass ``tests/test_backend.py``, the one contract suite.
+``LocalBackend`` keeps them as files under a folder; ``MemoryBackend`` in a dict;
+``S3Backend`` (``canonical/s3.py``) in an S3-compatible bucket. All pass the one
+contract suite, ``memfs.testing.BackendContract``.
 """
 
 from __future__ import annotations

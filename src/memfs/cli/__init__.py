@@ -18,7 +18,7 @@ from pathlib import Path
 from memfs import __version__, config
 from memfs.cli import audit, backup, integrity, keys, mcp, memories, search, serve, webhooks
 from memfs.cli.base import EXIT_CODES, Parser, common_options
-from memfs.core import faults, healing, indexes, maintenance
+from memfs.core import faults, healing, indexes, maintenance, objects
 from memfs.core.store import Store
 from memfs.errors import Damaged, MemfsError
 
@@ -41,6 +41,9 @@ def build_parser() -> Parser:
         index=os.environ.get("MEMFS_INDEX"),
         json=False,
         actor=maintenance.default_actor(),
+        objects=None,
+        s3_endpoint=None,
+        s3_region=None,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
@@ -78,6 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if callable(opens_store):  # mcp --url opens none
         opens_store = opens_store(args)
     if not opens_store:  # restore makes its own data folder
+        restoring = getattr(args, "opens_store", True) is False  # mcp --url: a callable
+        if restoring and (args.objects or os.environ.get("MEMFS_OBJECTS")):
+            print(
+                "memfs: restore writes a local data folder; objects on S3 (--objects,"
+                " MEMFS_OBJECTS) are restored with the storage's own tools",
+                file=sys.stderr,
+            )
+            return 2
         try:
             code: int = args.handler(args, None)
             return code
@@ -90,9 +101,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MemfsError as exc:
             print(f"memfs: {exc.message}", file=sys.stderr)
             return EXIT_CODES.get(exc.code, 1)
-    try:  # before the data folder: a bad index setting creates nothing
+    # Objects and index first: storage memfs can't use creates nothing, not even the
+    # data folder.
+    try:
         location = config.index_location("MEMFS_INDEX (--index)", args.index or "")
         indexes.open_for_store(location)
+        where = config.load_objects(
+            os.environ,
+            {"objects": args.objects, "s3_endpoint": args.s3_endpoint, "s3_region": args.s3_region},
+        )
+        backend = objects.open_backend(where)
+        if backend is not None:
+            objects.check_bucket(backend, where)
     except MemfsError as exc:
         print(f"memfs: {exc.message}", file=sys.stderr)
         return EXIT_CODES.get(exc.code, 1)
@@ -101,7 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"memfs: {problem}", file=sys.stderr)
         return 2
     try:
-        store = Store(args.data, index_location=location)
+        store = Store(
+            args.data, backend=backend, index_location=location, worktree=backend is None
+        )
     except OSError as exc:
         print(f"memfs: can't open data folder {args.data}: {exc.strerror}", file=sys.stderr)
         return 1

@@ -10,12 +10,13 @@ import argparse
 from pathlib import Path
 
 from memfs.cli.base import Parser, command, out
-from memfs.core import backup, maintenance
+from memfs.core import backup, maintenance, objects
 from memfs.core.store import Store
 from memfs.errors import CorruptionError
 
 
 def cmd_backup(args: argparse.Namespace, store: Store) -> int:
+    objects.require_local(store, "memfs backup")
     report = backup.backup(store.data_dir, args.dest)
     lines = [
         f"backed up {len(report.agents)} agent(s), {report.keys} key(s): "

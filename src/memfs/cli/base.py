@@ -112,6 +112,25 @@ def common_options(parser: argparse.ArgumentParser, default: Any) -> None:
         " SQLite in the data folder)",
     )
     parser.add_argument(
+        "--objects",
+        default=default,
+        metavar="s3://BUCKET[/PREFIX]",
+        help="canonical objects on S3 instead of the data folder (default: $MEMFS_OBJECTS);"
+        " the local working tree is then off",
+    )
+    parser.add_argument(
+        "--s3-endpoint",
+        default=default,
+        metavar="URL",
+        help="the S3 endpoint, e.g. http://127.0.0.1:8333 (default: $MEMFS_S3_ENDPOINT, or AWS)",
+    )
+    parser.add_argument(
+        "--s3-region",
+        default=default,
+        metavar="REGION",
+        help="the S3 region (default: $MEMFS_S3_REGION, else us-east-1)",
+    )
+    parser.add_argument(
         "--json", action="store_true", default=default, help="print JSON instead of text"
     )
     parser.add_argument("--actor", default=default, help="who commits are recorded as")

@@ -85,6 +85,9 @@ def settings_of(args: argparse.Namespace) -> config.Settings:
     }
     overrides["data"] = str(args.data)
     overrides["index"] = getattr(args, "index", None)
+    overrides["objects"] = args.objects
+    overrides["s3_endpoint"] = args.s3_endpoint
+    overrides["s3_region"] = args.s3_region
     return config.load(os.environ, overrides)
 
 
@@ -125,8 +128,15 @@ def run(args: argparse.Namespace, store: Store) -> int:
         env["MEMFS_ADMIN_KEY"] = settings.admin_key
     if settings.index:
         env["MEMFS_INDEX"] = settings.index
+    if settings.objects is not None:
+        env["MEMFS_OBJECTS"] = settings.objects
+        env["MEMFS_S3_REGION"] = settings.s3_region
+        if settings.s3_endpoint is not None:
+            env["MEMFS_S3_ENDPOINT"] = settings.s3_endpoint
     os.environ.update(env)
     where = f"in {path} (mode 0600)" if path else "from MEMFS_ADMIN_KEY"
+    if settings.objects is not None:
+        where += f"; objects on {settings.objects} (no local working tree)"
     print(
         f"memfs serving {settings.data.resolve()} on http://{settings.host}:{settings.port}"
         f" — admin key {where}",

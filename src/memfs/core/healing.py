@@ -114,7 +114,7 @@ def _rebuild(store: Store) -> None:
 def _build_beside(store: Store, path: Path) -> None:
     tmp = path.with_name(f"{path.name}.rebuild-{secrets.token_hex(4)}")
     log.warning("memfs: the index %s is gone or replaced: rebuilding it from the log", path)
-    side = Store(store.data_dir, backend=store.backend, index_file=tmp)
+    side = Store(store.data_dir, backend=store.backend, index_file=tmp, worktree=store.worktree)
     try:
         result = maintenance.reindex(side, progress=log.warning)
     finally:

@@ -639,6 +639,8 @@ def _check_tree(
     report: FsckReport,
     repair: bool,
 ) -> None:
+    if not store.worktree:
+        return  # objects on S3: no tree to check
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
     try:
         on_disk = {path: file for path, file in tree.scan()}
@@ -690,9 +692,17 @@ class TreeChange:
     reason: str = ""
 
 
+NO_TREE = (
+    "there is no working tree: objects are on S3 (MEMFS_OBJECTS / --objects), where"
+    " several servers share them; read and write memories through memfs instead"
+)
+
+
 def status(store: Store, agent_id: str) -> list[TreeChange]:
     """Differences between an agent's working tree and its head, like ``git status``."""
     store.get_agent(agent_id)
+    if not store.worktree:
+        raise InvalidRequest(NO_TREE)
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
     head: dict[str, str] = {}
     with store.index.read_session() as ix:

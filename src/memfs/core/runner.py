@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from memfs.core import faults, metrics, sandbox
+from memfs.canonical.backend import Backend
+from memfs.core import faults, leases, metrics, sandbox
 from memfs.core.actions.base import Outcome, Registry
 from memfs.core.actions.command import COMMANDS_DISABLED, CommandAction, attempt_key_id
 from memfs.core.actions.memory import MemoryAction, memory_content, memory_path
@@ -74,12 +75,16 @@ def owner_record() -> dict[str, Any]:
     }
 
 
-def owner_alive(owner: Mapping[str, Any] | None) -> bool:
-    """Whether the process that claimed an attempt still exists (this host only)."""
+def owner_alive(owner: Mapping[str, Any] | None, backend: Backend | None = None) -> bool:
+    """Whether the process that claimed an attempt still exists: on this host its pid
+    tells; on another, its node lease in the shared bucket (core.leases)."""
     if owner is None:
         return False
     if owner.get("host") != socket.gethostname():
-        return True  # another node: only a lease could tell (single node for now)
+        node = owner.get("node")
+        if backend is None or not isinstance(node, str):
+            return True  # no lease to read: only its own host can tell
+        return leases.alive(backend, node)
     if owner.get("bootId") != sandbox.boot_id():
         return False  # claimed before this machine rebooted
     pid = owner.get("pid")
@@ -119,6 +124,11 @@ class Runner:
         self.active: dict[str, asyncio.Task[None]] = {}
         self.wake = asyncio.Event()
         self.owner = owner_record()
+        # In a cluster (objects on S3, no working tree) servers on other hosts adopt a
+        # dead server's attempts once its lease, renewed by this loop, has expired.
+        self.lease = None if store.worktree else leases.Lease(store.backend, leases.node_id())
+        if self.lease is not None:
+            self.owner["node"] = self.lease.node
         self.concurrency = concurrency
         self.actions = Registry(
             [
@@ -139,6 +149,8 @@ class Runner:
         await asyncio.to_thread(self.runs.rescan)
         ticks = 0
         while not stop.is_set():
+            if self.lease is not None:
+                await self._renew(self.lease)
             if await self.poll_logged(collect=(ticks + 1) % 240 == 0):
                 ticks += 1
             with contextlib.suppress(TimeoutError):
@@ -149,6 +161,16 @@ class Runner:
             task.cancel()
         # Wait for them: each stops its command (SIGTERM, then SIGKILL after the grace).
         await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _renew(self, lease: leases.Lease) -> None:
+        try:
+            await asyncio.to_thread(lease.renew)
+        except Exception as exc:  # storage down: retried next tick, its 503s say why
+            log.warning("runner lease renewal failed: %s", exc)
+            if now_us() - lease.renewed_us > leases.TTL_S * 1_000_000:
+                # Other servers may adopt our attempts now: stop them (never run twice).
+                for task in list(self.active.values()):
+                    task.cancel()
 
     async def poll_logged(self, *, collect: bool = False) -> bool:
         """One poll (and, with ``collect``, the retention sweep); a failure is logged
@@ -191,7 +213,7 @@ class Runner:
         """Claim the next attempt of ``run`` if it is ours to run now."""
         if run.status == "running":
             owner = self.runs.owner(run)
-            if owner_alive(owner):
+            if owner_alive(owner, self.store.backend):
                 return None
             dead = run.attempt
             run = self._finish(
@@ -222,7 +244,7 @@ class Runner:
         """
         attempt = run.attempt + 1
         owner = self.runs.owner(dataclasses.replace(run, attempt=attempt))
-        if owner is None or owner_alive(owner):
+        if owner is None or owner_alive(owner, self.store.backend):
             return  # no claim, or its owner is alive and about to record it
         recorded = {k: v for k, v in owner.items() if k != "attempt"}
 

@@ -39,7 +39,7 @@ from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, MemoryRow, VersionRow
 from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
 from memfs.derived.index.factory import open_index
-from memfs.derived.worktree import WorkTree
+from memfs.derived.worktree import NoTree, WorkTree
 from memfs.domain import paths
 from memfs.domain.commits import (
     CREATED,
@@ -159,8 +159,11 @@ class Store:
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         index_file: Path | None = None,
         index_location: str | None = None,
+        worktree: bool = True,
     ) -> None:
         self.data_dir = data_dir
+        # Off when objects are on S3 (core.objects): the tree is a single-node feature.
+        self.worktree = worktree
         durable.private_folder(data_dir)
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
         # Typed as the seam: the core reaches the index only through sessions. Where it
@@ -224,18 +227,14 @@ class Store:
             shutil.rmtree(layout.worktree_root(self.data_dir, agent_id), ignore_errors=True)
             created = now_us()
             store_id = str(uuid.uuid4())
-            record = {
-                "format": 1,
-                "agentId": agent_id,
-                "name": name,
-                "memoryStoreId": store_id,
-                "createdAt": format_ts(created),
-            }
+            record = {"format": 1, "agentId": agent_id, "name": name, "memoryStoreId": store_id}
+            record["createdAt"] = format_ts(created)
             body = json.dumps(record, ensure_ascii=False).encode() + b"\n"
             if not self.backend.put_if_absent(layout.agent_key(agent_id), body):
                 raise Conflict(f"agent {agent_id!r} already exists", field="agentId")
             ix.put_agent(agent_id, name, store_id, created)
-            durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
+            if self.worktree:
+                durable.ensure_dir(layout.worktree_root(self.data_dir, agent_id))
             row = ix.agent(agent_id)
         assert row is not None
         return Agent.of(row)
@@ -513,7 +512,7 @@ class Store:
                 tree.check(path)
 
     def _tree(self, agent_id: str) -> WorkTree:
-        return WorkTree(layout.worktree_root(self.data_dir, agent_id))
+        return (WorkTree if self.worktree else NoTree)(layout.worktree_root(self.data_dir, agent_id))
 
     def _publish_entry(self, key: str, entry: bytes) -> Future[bool]:
         """Create log entry N+1 with create-if-absent: the commit point. It runs on the

@@ -242,3 +242,47 @@ def _kind(folder: int, name: str) -> int | None:
         return stat.S_IFMT(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         return None
+
+
+class NoTree(WorkTree):
+    """The working tree switched off (objects on S3: several servers share them, and
+    a tree on one server's disk would lag the others' commits). Writes do nothing;
+    the tree reads as empty."""
+
+    def check(self, path: str) -> None:
+        return None
+
+    def check_root(self) -> None:
+        return None
+
+    def read(self, path: str) -> bytes | None:
+        return None
+
+    def sha256(self, path: str) -> str | None:
+        return None
+
+    def stage(self, path: str, data: bytes) -> Path | None:
+        return None
+
+    def discard(self, staged: Path) -> None:
+        return None
+
+    def update(
+        self,
+        path: str,
+        before: str | None,
+        after: str | None,
+        data: bytes | None,
+        revision: int,
+        staged: Path | None = None,
+    ) -> None:
+        return None
+
+    def restore(self, path: str, data: bytes) -> None:
+        return None
+
+    def symlinks(self) -> list[str]:
+        return []
+
+    def scan(self) -> Iterator[tuple[str, Path]]:
+        return iter(())

@@ -29,7 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 from memfs import config
 from memfs.console.app import PREFIX as CONSOLE_PREFIX
 from memfs.console.app import Console
-from memfs.core import faults, healing, maintenance, metrics, sandbox
+from memfs.core import faults, healing, maintenance, metrics, objects, sandbox
 from memfs.core.auth import authenticate
 from memfs.core.keys import AdminKey, KeyRing
 from memfs.core.runner import Runner
@@ -379,7 +379,19 @@ class MemfsApp:
 
 
 def build(settings: config.Settings) -> MemfsApp:
-    store = Store(settings.data, memory_bytes=settings.memory_bytes, index_location=settings.index)
+    where = config.objects(settings)
+    # One connection per thread that may call S3 at once: anyio's pool of 40 runs the
+    # sync handlers, plus the run workers and the index publisher.
+    backend = objects.open_backend(where, pool_size=40 + 2 * settings.run_concurrency)
+    if backend is not None:
+        objects.check_bucket(backend, where)
+    store = Store(
+        settings.data,
+        backend=backend,
+        memory_bytes=settings.memory_bytes,
+        index_location=settings.index,
+        worktree=backend is None,
+    )
     healing.watch(store)  # a file deleted or replaced under the server is rebuilt
     # A missing or stale index is rebuilt and the log's leftovers applied, before serving.
     healing.heal(store)

@@ -6,7 +6,8 @@ A new backend runs the whole suite by subclassing::
         def make_backend(self, tmp_path: Path) -> Backend:
             return MyBackend(...)
 
-``tests/test_backend.py`` runs it for MemoryBackend and LocalBackend.
+``tests/test_backend.py`` runs it for MemoryBackend and LocalBackend,
+``tests/test_backend_s3.py`` for S3Backend on a real SeaweedFS.
 """
 
 from __future__ import annotations
@@ -137,6 +138,16 @@ class BackendContract:
         assert list(backend.list("", start_after=expected[-1])) == []
         assert expected[-1] == "\U0001f600/smile"  # 4-byte UTF-8 sorts after U+FFFF
 
+    def test_start_after_a_folder_name_still_lists_the_folder(self, backend: Backend) -> None:
+        # "a/x" > "a" bytewise, so AWS's StartAfter=a lists it; SeaweedFS's own
+        # StartAfter skips every key below a folder named exactly like it.
+        for key in ["a/x", "a/y/z", "a!", "a0", "b/c"]:
+            backend.put_if_absent(key, b"")
+        assert list(backend.list("", start_after="a")) == ["a!", "a/x", "a/y/z", "a0", "b/c"]
+        assert list(backend.list("a", start_after="a")) == ["a!", "a/x", "a/y/z", "a0"]
+        assert list(backend.list("a/", start_after="a/y")) == ["a/y/z"]
+        assert list(backend.list("", start_after="b")) == ["b/c"]
+
     def test_delete_is_idempotent(self, backend: Backend) -> None:
         backend.put_if_absent("a/b", b"1")
         backend.put_if_absent("a/c", b"2")
@@ -173,3 +184,17 @@ class BackendContract:
         backend.put_if_absent("0", b"")
         for prefix in ["//", "a//", "../", "../outside", "./", "a/../", "a/./"]:
             assert list(backend.list(prefix)) == [], prefix
+
+    def test_a_folder_emptied_by_deletes_lists_nothing(self, backend: Backend) -> None:
+        # Erasure deletes every key of an agent: nothing may be left to list, though
+        # some stores keep the emptied folders (SeaweedFS lists them as markers).
+        backend.put_if_absent("agent/log/1.json", b"1")
+        backend.put_if_absent("agent/objects/ab/cd", b"2")
+        backend.put_if_absent("other/x", b"3")
+        for key in list(backend.list("agent/")):
+            backend.delete(key)
+        assert list(backend.list("agent/")) == []
+        assert list(backend.list("")) == ["other/x"]
+        assert not backend.exists("agent/log")
+        with pytest.raises(MissingObject):
+            backend.get("agent/log")

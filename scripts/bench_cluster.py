@@ -1,0 +1,236 @@
+"""memfs in cluster mode (objects on SeaweedFS, index in PostgreSQL), measured in one run.
+
+Starts a real SeaweedFS and a real PostgreSQL (the test engines), then prints:
+
+- the floors: raw conditional PUTs (``If-None-Match: *``, S3Backend) on SeaweedFS and raw
+  PostgreSQL commits (one INSERT + COMMIT), each from ``--threads`` threads;
+- commits/s and p50/p99 latency of ``PUT …/memories/…`` with 1 server and with 2
+  servers (writers split across them), each writer on an agent of its own, and the
+  servers' CPU per commit (user+system of their process groups);
+- the 200-item list page in PostgreSQL at 1k memories and at ``--large`` memories;
+- ratios against the floors and between the cases, measured side by side here.
+
+Absolute numbers depend on the machine and its load; read the ratios. On a 2-core
+machine that also runs SeaweedFS, PostgreSQL and the client, two servers can't show
+scaling (they share the same two cores, and all commits queue on one advisory lock):
+compare the CPU per commit and the round trips instead.
+
+    .venv/bin/python scripts/bench_cluster.py [--seconds 8] [--threads 4] [--large 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from engine_postgres import dispose, start_postgres  # noqa: E402
+from engine_seaweedfs import SeaweedFS  # noqa: E402
+from memfs.canonical.backend import MemoryBackend  # noqa: E402
+from memfs.core.planner import Put  # noqa: E402
+from memfs.core.store import Store  # noqa: E402
+from servers_real import RealServer, headers  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def timed(
+    threads: int, seconds: float, one: Callable[[int, int], None]
+) -> tuple[float, list[float]]:
+    """Run ``one(thread, n)`` in ``threads`` threads for ``seconds``: (ops/s, latencies)."""
+    latencies: list[list[float]] = [[] for _ in range(threads)]
+    stop = time.monotonic() + seconds
+
+    def loop(t: int) -> None:
+        n = 0
+        while time.monotonic() < stop:
+            began = time.perf_counter()
+            one(t, n)
+            latencies[t].append(time.perf_counter() - began)
+            n += 1
+
+    began = time.monotonic()
+    workers = [threading.Thread(target=loop, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    flat = [x for per in latencies for x in per]
+    return len(flat) / (time.monotonic() - began), flat
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def group_cpu(servers: list[RealServer]) -> float:
+    """User+system seconds of every process of the servers' groups (children included)."""
+    total = 0
+    for srv in servers:
+        for pid in srv._group_members():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += sum(int(x) for x in fields[11:15])
+    return total / TICKS
+
+
+def floors(engine: SeaweedFS, pg_url: str, threads: int, seconds: float) -> dict[str, float]:
+    backend = engine.backend("floor")
+    run = uuid.uuid4().hex[:6]
+    put_rate, _ = timed(
+        threads, seconds, lambda t, n: backend.put_if_absent(f"{run}/{t}/{n}", b"x" * 600)
+    )
+    conns = [psycopg.connect(pg_url) for _ in range(threads)]
+    with conns[0] as c:
+        c.execute("CREATE TABLE IF NOT EXISTS floor (id bigserial primary key, v text)")
+        c.commit()
+    conns[0] = psycopg.connect(pg_url)
+
+    def commit(t: int, _n: int) -> None:
+        conns[t].execute("INSERT INTO floor (v) VALUES ('x')")
+        conns[t].commit()
+
+    pg_rate, _ = timed(threads, seconds, commit)
+    for c in conns:
+        c.close()
+    return {"put": put_rate, "pg": pg_rate}
+
+
+def cluster_writes(servers: list[RealServer], threads: int, seconds: float) -> dict[str, float]:
+    clients = [
+        httpx.Client(base_url=servers[t % len(servers)].url, headers=headers(), timeout=60)
+        for t in range(threads)
+    ]
+    tag = uuid.uuid4().hex[:6]
+    agents = [f"bench/{tag}-{t}" for t in range(threads)]
+    for client, agent in zip(clients, agents, strict=True):
+        client.put(f"/v1/agents/{quote(agent, safe='')}", json={"name": "b"}).raise_for_status()
+
+    def one(t: int, n: int) -> None:
+        url = f"/v1/agents/{quote(agents[t], safe='')}/memories/m/{n}.md"
+        body = f"---\ndescription: note {n}\n---\n" + "body text " * 60
+        response = clients[t].put(
+            url, content=body.encode(), headers={"Content-Type": "text/markdown"}
+        )
+        response.raise_for_status()
+
+    cpu = group_cpu(servers)
+    rate, lat = timed(threads, seconds, one)
+    cpu = group_cpu(servers) - cpu
+    for c in clients:
+        c.close()
+    return {
+        "rate": rate,
+        "p50": pct(lat, 0.5),
+        "p99": pct(lat, 0.99),
+        "cpu_ms": cpu / len(lat) * 1000,
+    }
+
+
+def list_pages(pg_url: str, large: int, tmp: Path) -> dict[int, float]:
+    """The median time of a 200-item page (keyset, mid-listing) at 1k and ``large``."""
+    out: dict[int, float] = {}
+    store = Store(tmp / "list", backend=MemoryBackend(), index_location=pg_url)
+    try:
+        written = 0
+        for size in (1000, large):
+            agent = f"list/a{size}"
+            store.create_agent(agent)
+            for start in range(0, size, 500):
+                ops = [
+                    Put(f"/memories/f/{i:08d}.md", b"# m %d\n" % i)
+                    for i in range(start, min(size, start + 500))
+                ]
+                store.apply(agent, ops, actor="bench")
+            written += size
+            cursor_path = f"/memories/f/{size // 2:08d}.md"
+            times = []
+            for _ in range(30):
+                began = time.perf_counter()
+                store.list_memories(agent, "", limit=200, after=cursor_path)
+                times.append(time.perf_counter() - began)
+            out[size] = statistics.median(times) * 1000
+    finally:
+        store.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--large", type=int, default=20_000, help="memories in the big list")
+    args = parser.parse_args()
+    tmp = Path(f"/tmp/memfs-bench-cluster-{uuid.uuid4().hex[:6]}")
+    pg = start_postgres()
+    try:
+        with SeaweedFS() as engine:
+            print(f"cores: {os.cpu_count()}  threads: {args.threads}  seconds: {args.seconds}")
+            f = floors(engine, pg.new_database(), args.threads, args.seconds)
+            print(f"floor: raw conditional PUT on SeaweedFS  {f['put']:8.1f} /s")
+            print(f"floor: raw PostgreSQL commit            {f['pg']:8.1f} /s")
+            results = {}
+            for count in (1, 2):
+                backend = engine.backend(f"c{count}")
+                env = {
+                    **engine.env(),
+                    "MEMFS_OBJECTS": f"s3://{backend.bucket}/c{count}",
+                    "MEMFS_INDEX": pg.new_database(),
+                }
+                servers = [RealServer(tmp / f"c{count}-n{k}", env=env) for k in range(count)]
+                for srv in servers:
+                    srv.start()
+                try:
+                    results[count] = r = cluster_writes(servers, args.threads, args.seconds)
+                finally:
+                    for srv in servers:
+                        srv.stop()
+                print(
+                    f"{count} server(s): {r['rate']:7.1f} commits/s  p50 {r['p50']:6.1f} ms"
+                    f"  p99 {r['p99']:6.1f} ms  server CPU {r['cpu_ms']:5.1f} ms/commit"
+                )
+            pages = list_pages(pg.new_database(), args.large, tmp)
+            for size, ms in pages.items():
+                print(f"list page (200 items) at {size:>8} memories: {ms:6.2f} ms")
+            print("ratios:")
+            print(
+                f"  1 server commits / raw conditional PUT: {results[1]['rate'] / f['put']:.2f}x (target >= 0.5x)"
+            )
+            print(
+                f"  2 servers / 1 server commits:           {results[2]['rate'] / results[1]['rate']:.2f}x"
+            )
+            print(
+                f"  2 servers CPU per commit / 1 server:    {results[2]['cpu_ms'] / results[1]['cpu_ms']:.2f}x"
+            )
+            print(
+                f"  list page {args.large} / 1000:           {pages[args.large] / pages[1000]:.2f}x (target <= 1.5x)"
+            )
+            if (os.cpu_count() or 1) <= 2:
+                print(
+                    "note: on 2 cores the servers, SeaweedFS, PostgreSQL and this client share"
+                    " the same CPUs, and every commit takes one advisory lock: 2 servers can't"
+                    " show scaling here; CPU per commit says what a server costs."
+                )
+    finally:
+        dispose(pg)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
