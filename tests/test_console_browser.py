@@ -312,7 +312,10 @@ def test_keyboard_alone_signs_in_and_reaches_a_memory(
 ) -> None:
     page = context.new_page()
     page.goto(f"{server.url}/console/login")
-    page.keyboard.type(ADMIN_KEY)  # the key field has the focus on arrival
+    # The key field has the focus on arrival; wait for it (autofocus can land after the
+    # load event on a loaded machine, and keys typed before it are lost).
+    expect(page.locator("input[name=key]")).to_be_focused()
+    page.keyboard.type(ADMIN_KEY)
     with page.expect_navigation():
         page.keyboard.press("Enter")
     expect(page).to_have_url(f"{server.url}/console/agents")
