@@ -18,8 +18,9 @@ Measured for each worker count, each after a warm-up, all in one run:
               first event), index the run, answer 202 — a durable run per request
   floor       the bare route plus the least the contract lets a unique delivery do:
               one durable create-if-absent file per request (``put_if_absent`` of the
-              backend ``memfs serve`` builds, in the threadpool), nothing else. ``floor / bare`` bounds what ``unique / bare`` can reach on
-              this machine; ``--no-floor`` skips it
+              backend ``memfs serve`` builds, in the threadpool), nothing else: what
+              a delivery costs with one fsync each; group commit (one fsync for many
+              deliveries) is how ``unique / floor`` can pass 1. ``--no-floor`` skips it
 
 The requests are built and signed (``standardwebhooks.Webhook.sign``, the sender's
 library) in Python before a measurement starts, and the *same bytes* are sent to the
@@ -450,7 +451,7 @@ def measure(
         report.ratio(f"unique / one-durable-file floor ({workers} workers)", unique_floor, 2.0)
         report.add(
             f"floor / bare ({workers} workers)",
-            f"{floor_rate / bare_rate:.2f}x (informational: the most unique / bare can reach)",
+            f"{floor_rate / bare_rate:.2f}x (informational: one fsync'd file per request)",
         )
         out["floor / bare"] = floor_rate / bare_rate
         out["unique / floor"] = unique_floor

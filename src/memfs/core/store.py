@@ -610,22 +610,41 @@ class Store:
     def read(self, agent_id: str, path: str, version: int | None = None) -> Memory:
         """The current memory at ``path``, or its version ``version`` (past ones too)."""
         path = paths.memory_path(path)
+        if version is None:
+            # The common case in one index statement, outside a transaction (the agent,
+            # its damage, the row and the cached content: four statements and a
+            # BEGIN/COMMIT were most of a read's time). Anything else (no agent, a
+            # damaged one, no such memory, no intact cached copy) takes the session
+            # below, which words every answer as before.
+            with self.index.statement_session() as one:
+                found = one.memory_read(agent_id, path)
+            if found is not None:
+                damage, live, cached = found
+                # Every content read is checked against its sha256 (~2 µs for 2 KiB).
+                if (
+                    damage is None
+                    and live is not None
+                    and cached is not None
+                    and hashlib.sha256(cached).hexdigest() == live.sha256
+                ):
+                    return Memory(
+                        path,
+                        cached,
+                        live.sha256,
+                        live.size,
+                        live.description,
+                        live.metadata,
+                        live.version,
+                        live.created_at,
+                        live.updated_at,
+                    )
         with self.index.read_session() as ix:
+            _require_agent(ix, agent_id)
             if version is None:
-                # One index statement for the agent, its damage, the row and the cached
-                # content (four were most of a read's time); the rare answers (no agent,
-                # a damaged one) are worded by _require_agent, as on every other route.
-                found = ix.memory_read(agent_id, path)
-                if found is None or found[0] is not None:
-                    _require_agent(ix, agent_id)
-                assert found is not None  # _require_agent raised otherwise
-                _, row, data = found
+                row = ix.memory(agent_id, path)
                 if row is None:
                     raise NotFound(f"{path} does not exist", field="path")
-                # Every content read is checked against its sha256 (about 2 µs for
-                # 2 KiB); a missing or damaged index copy falls back to the log's.
-                if data is None or hashlib.sha256(data).hexdigest() != row.sha256:
-                    data = self._read_blob(ix, agent_id, row.sha256)
+                data = self._read_blob(ix, agent_id, row.sha256)
                 return Memory(
                     path,
                     data,

@@ -173,8 +173,9 @@ class IndexContract:
                 assert r.memory_read(AGENT, "/memories/a.md") == (None, live, data)
             with opened.write_session() as s:
                 s.mark_damaged(AGENT, "log/0001", "bad")
-            with opened.read_session() as r:
-                damage, row, _ = r.memory_read(AGENT, "/memories/a.md") or (None, None, None)
+            # A session for one statement answers it the same (no transaction needed).
+            with opened.statement_session() as one:
+                damage, row, _ = one.memory_read(AGENT, "/memories/a.md") or (None, None, None)
                 assert damage == ("log/0001", "bad") and row == live
         finally:
             opened.close()

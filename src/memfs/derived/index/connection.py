@@ -173,6 +173,12 @@ class Index:
             conn.execute("COMMIT")
 
     @contextmanager
+    def statement_session(self) -> Iterator[SqliteRead]:
+        """A session for one statement, in autocommit mode: SQLite reads a single
+        statement from one snapshot, so no BEGIN/COMMIT is needed around it."""
+        yield SqliteRead(self._connect())
+
+    @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: every query inside sees one snapshot."""
         conn = self._connect()

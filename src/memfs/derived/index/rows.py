@@ -99,6 +99,24 @@ _MEMORY_READ = (
 MemoryRead = tuple[tuple[str, str] | None, MemoryRow | None, bytes | None]
 
 
+# Parsed metadata texts of recent reads (bounded: emptied when full). Each read gets
+# its own copy, a shallow one being whole: metadata values are scalars.
+_PARSED: dict[str, dict[str, Scalar]] = {}
+_PARSED_MAX = 4096
+
+
+def _metadata_of_read(raw: object) -> dict[str, Scalar]:
+    if raw == "{}":
+        return {}
+    text = str(raw)
+    parsed = _PARSED.get(text)
+    if parsed is None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        parsed = _PARSED[text] = json.loads(text)
+    return dict(parsed)
+
+
 def _memory_read(path: str, row: Sequence[object]) -> MemoryRead:
     damage = (str(row[0]), str(row[1])) if row[0] is not None else None
     if row[2] is None:
@@ -109,7 +127,7 @@ def _memory_read(path: str, row: Sequence[object]) -> MemoryRead:
         str(row[3]),
         int(row[4]),  # type: ignore[call-overload]
         row[5] if isinstance(row[5], str) else None,
-        _metadata(row[6]),
+        _metadata_of_read(row[6]),
         int(row[7]),  # type: ignore[call-overload]
         int(row[8]),  # type: ignore[call-overload]
     )
