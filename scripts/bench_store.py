@@ -448,21 +448,32 @@ def bench_reindex(root: Path, report: Report, commits: int, runs: int) -> None:
     made = time.perf_counter() - began
     say(f"    made {commits:,} commits in {made:.1f} s ({commits / made:.0f} commits/s)")
     rates: list[float] = []
+    cpu_rates: list[float] = []
     for r in range(runs):
-        began = time.perf_counter()
+        cpu, began = time.process_time(), time.perf_counter()
         result = maintenance.reindex(store)
         agents, done = result.agents, result.commits
-        took = time.perf_counter() - began
+        took, spent = time.perf_counter() - began, time.process_time() - cpu
         if done != commits or agents != 1:
             raise SystemExit(f"reindex saw {agents} agents and {done} commits")
         rates.append(done / took)
-        say(f"    run {r + 1}: {took:.2f} s, {rates[-1]:,.0f} commits/s")
+        cpu_rates.append(done / spent if spent else 0.0)
+        say(
+            f"    run {r + 1}: {took:.2f} s, {rates[-1]:,.0f} commits/s "
+            f"({cpu_rates[-1]:,.0f} per CPU-second)"
+        )
     rate = p50(rates)
     report.add(
         f"4. reindex ({commits:,} single-change commits)",
         f"{rate:,.0f} commits/s (median of {runs})",
         ">= 20,000 commits/s",
         rate >= 20_000,
+    )
+    # Reindex is CPU-bound: on a loaded machine its wall rate is its share of the CPU,
+    # so the rate per CPU-second (all threads) is the figure to compare across runs.
+    report.add(
+        "4. reindex per CPU-second (informational)",
+        f"{p50(cpu_rates):,.0f} commits per CPU-second (median of {runs})",
     )
     store.close()
 

@@ -611,51 +611,23 @@ class Store:
         """The current memory at ``path``, or its version ``version`` (past ones too)."""
         path = paths.memory_path(path)
         if version is None:
-            # The common case in one index statement, outside a transaction (the agent,
-            # its damage, the row and the cached content: four statements and a
-            # BEGIN/COMMIT were most of a read's time). Anything else (no agent, a
-            # damaged one, no such memory, no intact cached copy) takes the session
-            # below, which words every answer as before.
+            # The common case in one statement, no transaction (four and a BEGIN/COMMIT were
+            # most of a read); the rest (no agent, damage, ...) goes to a session, as before.
             with self.index.statement_session() as one:
-                found = one.memory_read(agent_id, path)
-            if found is not None:
-                damage, live, cached = found
-                # Every content read is checked against its sha256 (~2 µs for 2 KiB).
-                if (
-                    damage is None
-                    and live is not None
-                    and cached is not None
-                    and hashlib.sha256(cached).hexdigest() == live.sha256
-                ):
-                    return Memory(
-                        path,
-                        cached,
-                        live.sha256,
-                        live.size,
-                        live.description,
-                        live.metadata,
-                        live.version,
-                        live.created_at,
-                        live.updated_at,
-                    )
+                damage, row, data = one.memory_read(agent_id, path) or (None, None, None)
+            # Every content read is checked against its sha256 (~2 µs for 2 KiB).
+            if damage is not None or row is None or data is None or (
+                hashlib.sha256(data).hexdigest() != row.sha256
+            ):
+                with self.index.read_session() as ix:
+                    _require_agent(ix, agent_id)
+                    row = ix.memory(agent_id, path)
+                    if row is None:
+                        raise NotFound(f"{path} does not exist", field="path")
+                    data = self._read_blob(ix, agent_id, row.sha256)
+            # A Memory is its row's fields (the same names) and the content.
+            return Memory(content=data, **vars(row))
         with self.index.read_session() as ix:
-            _require_agent(ix, agent_id)
-            if version is None:
-                row = ix.memory(agent_id, path)
-                if row is None:
-                    raise NotFound(f"{path} does not exist", field="path")
-                data = self._read_blob(ix, agent_id, row.sha256)
-                return Memory(
-                    path,
-                    data,
-                    row.sha256,
-                    row.size,
-                    row.description,
-                    row.metadata,
-                    row.version,
-                    row.created_at,
-                    row.updated_at,
-                )
             _require_agent(ix, agent_id)
             if version < 1:
                 raise InvalidRequest("version must be an integer >= 1", field="version")
