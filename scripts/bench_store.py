@@ -3,8 +3,9 @@
 
 Run from the repository root:
 
-    .venv/bin/python scripts/bench_store.py            # full: listing at 1k/100k/1M memories
-    .venv/bin/python scripts/bench_store.py --quick    # quick: 1k/10k/100k, fewer repeats
+    .venv/bin/python scripts/bench_store.py            # full: listing at 1k/100k/1M (~20-40 min)
+    .venv/bin/python scripts/bench_store.py --quick    # quick: 1k/10k/100k (~3-6 min)
+    .venv/bin/python scripts/bench_store.py --only reindex   # issue 17's reindex target alone
 
 Measured: [1] the durable commit rate of Store.write against the raw durable-write
 floor of the same disk; [4] maintenance.reindex in commits/s; [2] a 200-item page of
@@ -13,8 +14,9 @@ size; [3] store.read by path. The machine is assumed noisy, so what can be is co
 rather than timed: the floor and Store.write alternate every 10 writes, and each
 listing/read call on the big agent alternates (ABBA order) with the same call on a
 1k-memory baseline agent in its own store. Absolute targets (5 ms, 1 ms, 20k commits/s)
-are in-process. Every result is printed with PASS/MISS against its target; nothing
-asserts.
+are in-process. Every result is printed with PASS/MISS against its target (the reindex
+rate >= 20k commits/s is issue 17's), and the run ends with them as a Markdown table;
+nothing asserts. Times grow with the machine's load: the 1M build dominates a full run.
 
 All data goes to a fresh temp folder under the repository's ``data/`` folder (the
 filesystem a default ``memfs serve`` uses; ``--dir`` picks another parent) and is
@@ -446,21 +448,32 @@ def bench_reindex(root: Path, report: Report, commits: int, runs: int) -> None:
     made = time.perf_counter() - began
     say(f"    made {commits:,} commits in {made:.1f} s ({commits / made:.0f} commits/s)")
     rates: list[float] = []
+    cpu_rates: list[float] = []
     for r in range(runs):
-        began = time.perf_counter()
+        cpu, began = time.process_time(), time.perf_counter()
         result = maintenance.reindex(store)
         agents, done = result.agents, result.commits
-        took = time.perf_counter() - began
+        took, spent = time.perf_counter() - began, time.process_time() - cpu
         if done != commits or agents != 1:
             raise SystemExit(f"reindex saw {agents} agents and {done} commits")
         rates.append(done / took)
-        say(f"    run {r + 1}: {took:.2f} s, {rates[-1]:,.0f} commits/s")
+        cpu_rates.append(done / spent if spent else 0.0)
+        say(
+            f"    run {r + 1}: {took:.2f} s, {rates[-1]:,.0f} commits/s "
+            f"({cpu_rates[-1]:,.0f} per CPU-second)"
+        )
     rate = p50(rates)
     report.add(
         f"4. reindex ({commits:,} single-change commits)",
         f"{rate:,.0f} commits/s (median of {runs})",
         ">= 20,000 commits/s",
         rate >= 20_000,
+    )
+    # Reindex is CPU-bound: on a loaded machine its wall rate is its share of the CPU,
+    # so the rate per CPU-second (all threads) is the figure to compare across runs.
+    report.add(
+        "4. reindex per CPU-second (informational)",
+        f"{p50(cpu_rates):,.0f} commits per CPU-second (median of {runs})",
     )
     store.close()
 
@@ -489,7 +502,9 @@ def cleanup(root: Path, background: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="1k/10k/100k instead of up to 1M")
     parser.add_argument(
         "--dir",

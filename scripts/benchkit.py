@@ -75,6 +75,12 @@ class Report:
         tail = f"  target {target}  {result.verdict}" if target else ""
         say(f"  {name}: {value}{tail}")
 
+    def ratio(self, name: str, measured: float, goal: float, *, at_most: bool = False) -> None:
+        """A ratio measured in this run against its target: ``>= goal`` (``<= goal``
+        with ``at_most``), printed and kept as PASS/MISS like every other result."""
+        ok = measured <= goal if at_most else measured >= goal
+        self.add(name, f"{measured:.2f}x", f"{'<=' if at_most else '>='} {goal:g}x", ok)
+
     def table(self) -> str:
         rows = ["| measurement | result | target | verdict |", "|---|---|---|---|"]
         for r in self.results:

@@ -137,6 +137,55 @@ def test_reindex_rebuilds_exactly_the_same_answers(tmp_path: Path) -> None:
         reopened.close()
 
 
+def search_rows(data: Path) -> list[tuple[Any, ...]]:
+    """The full-text rows of the index file: each doc's key with its indexed text."""
+    conn = sqlite3.connect(layout.index_path(data))
+    try:
+        rows = conn.execute(
+            "SELECT d.agent_id, d.path, d.sha256, f.path, f.description, f.body"
+            " FROM search_docs d JOIN search_fts f ON f.rowid=d.doc ORDER BY 1, 2"
+        ).fetchall()
+        (docs,) = conn.execute("SELECT COUNT(*) FROM search_docs").fetchone()
+        (texts,) = conn.execute("SELECT COUNT(*) FROM search_fts").fetchone()
+    finally:
+        conn.close()
+    assert docs == texts == len(rows)  # every doc has its one text row, none is left over
+    return rows
+
+
+def test_reindex_keeps_metadata_that_compare_equal_apart_and_the_search_rows(
+    tmp_path: Path,
+) -> None:
+    """Reindex encodes each distinct metadata once: true, 1, 1.0, 0.0 and -0.0 (equal
+    to Python) stay what each commit wrote, and the full-text rows are rebuilt alike."""
+    data = tmp_path / "data"
+    store = Store(data)
+    agent = store.create_agent("users/alice/assistant").agent_id
+    populate(store, agent)
+    spelled = ["true", "1", "1.0", "0.0", "-0.0", "1", "true"]
+    for i, value in enumerate(spelled):
+        body = f"---\ndescription: m{i}\nv: {value}\n---\nbody words {i}".encode()
+        store.write(agent, f"/memories/meta/m{i}.md", body, actor=ACTOR)
+    before = snapshot(store)
+    kinds = [store.read(agent, f"/memories/meta/m{i}.md").metadata["v"] for i in range(7)]
+    assert [repr(v) for v in kinds] == ["True", "1", "1.0", "0.0", "-0.0", "1", "True"]
+    texts = search_rows(data)
+    assert len(texts) == 5 + 1 + 7  # alice's live memories, bob's, the seven
+    store.close()
+
+    remove_index(data)
+    reopened = Store(data)
+    try:
+        maintenance.reindex(reopened)
+        again = [reopened.read(agent, f"/memories/meta/m{i}.md").metadata["v"] for i in range(7)]
+        assert [repr(v) for v in again] == [repr(v) for v in kinds]
+        assert snapshot(reopened) == before
+        assert search_rows(data) == texts
+        assert maintenance.fsck(reopened).ok
+    finally:
+        reopened.close()
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

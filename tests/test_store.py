@@ -22,7 +22,7 @@ from memfs.core.store import Delete, Move, Put, Store
 from memfs.derived.index import MemoryRow
 from memfs.derived.index.postgres import PostgresIndex
 from memfs.domain.commits import CREATED, MODIFIED, Change, Commit, parse_ts
-from memfs.errors import Conflict, InvalidRequest, NotFound, PreconditionFailed
+from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound, PreconditionFailed
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -546,6 +546,23 @@ def test_large_content_is_a_blob_object(store: Store, agent: str) -> None:
     conn.close()
     assert store.read(agent, A).content == big
     assert tree_files(store, agent) == {A: big}
+
+
+@pytest.mark.on_disk
+def test_a_read_never_serves_an_index_copy_that_fails_its_sha256(store: Store, agent: str) -> None:
+    """Store.read takes the content from the index's cache in its one lookup and checks
+    it there: a flipped cache is replaced by the blob object, or refused when the log's
+    inline copy was the only other one."""
+    big = ("# big\n" + "line of a large memory\n" * 1200).encode()
+    store.write(agent, A, big, actor=ACTOR)
+    store.write(agent, B, b"small words", actor=ACTOR)
+    conn = sqlite3.connect(store.index.path)
+    conn.execute("UPDATE blobs SET content=CAST('flipped' AS BLOB)")
+    conn.commit()
+    conn.close()
+    assert store.read(agent, A).content == big
+    with pytest.raises(Damaged, match="memfs fsck"):
+        store.read(agent, B)
 
 
 def test_small_content_is_inline(store: Store, agent: str) -> None:

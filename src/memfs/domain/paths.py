@@ -92,10 +92,22 @@ def id_segment(value: str) -> str:
     return encoded
 
 
+# Paths already found valid, as given → as normalised: checking one (NFC, UTF-8 length,
+# three patterns, every segment) was a tenth of a read by path. Bounded: emptied when
+# full. Only valid paths are kept, and validity depends on the text alone.
+_VALID_PATHS: dict[str, str] = {}
+_VALID_PATHS_MAX = 8192
+
+
 def memory_path(value: str, *, field: str = "path") -> str:
     """A memory path, NFC-normalised: ``/memories/`` then non-empty clean segments."""
-    if not isinstance(value, str):
+    if type(value) is str:  # a str subclass could compare equal yet be another type
+        known = _VALID_PATHS.get(value)
+        if known is not None:
+            return known
+    elif not isinstance(value, str):
         raise InvalidRequest("path must be a string", field=field)
+    given = value
     value = unicodedata.normalize("NFC", value)
     if not value.startswith(ROOT + "/") or value == ROOT + "/":
         raise InvalidRequest(
@@ -103,6 +115,10 @@ def memory_path(value: str, *, field: str = "path") -> str:
             field=field,
         )
     _check_segments(value, field)
+    if type(given) is str:
+        if len(_VALID_PATHS) >= _VALID_PATHS_MAX:
+            _VALID_PATHS.clear()
+        _VALID_PATHS[given] = value
     return value
 
 

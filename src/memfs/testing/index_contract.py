@@ -148,6 +148,38 @@ class IndexContract:
         finally:
             opened.close()
 
+    def test_memory_read_answers_agent_damage_row_and_content_in_one_lookup(
+        self, path: Path
+    ) -> None:
+        """Store.read's one lookup: None for an unknown agent; else the agent's damage,
+        the live row (as ``memory`` answers it) and the index's copy of its content."""
+        opened = self.open_index(path)
+        try:
+            data = b"---\ndescription: d\nkind: note\n---\nbody\n"
+            change, contents = _change(
+                "/memories/a.md", data, description="d", metadata={"kind": "note", "n": 2}
+            )
+            commit = Commit(AGENT, 1, 1_000, "tester", "m", (change,))
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.put_agent("bob", "Bob", "store-1", 5)
+                s.apply_commit(commit, 1_000, contents, commit.to_bytes())
+            with opened.read_session() as r:
+                assert r.memory_read("nobody", "/memories/a.md") is None
+                assert r.memory_read("bob", "/memories/a.md") == (None, None, None)
+                assert r.memory_read(AGENT, "/memories/b.md") == (None, None, None)
+                live = r.memory(AGENT, "/memories/a.md")
+                assert live is not None and live.metadata == {"kind": "note", "n": 2}
+                assert r.memory_read(AGENT, "/memories/a.md") == (None, live, data)
+            with opened.write_session() as s:
+                s.mark_damaged(AGENT, "log/0001", "bad")
+            # A session for one statement answers it the same (no transaction needed).
+            with opened.statement_session() as one:
+                damage, row, _ = one.memory_read(AGENT, "/memories/a.md") or (None, None, None)
+                assert damage == ("log/0001", "bad") and row == live
+        finally:
+            opened.close()
+
     def test_path_states_answer_every_path_asked_in_one_read(self, path: Path) -> None:
         opened = self.open_index(path)
         try:
@@ -574,6 +606,7 @@ class IndexContract:
                 steps = r.step_rows("agent", AGENT, (-1, "", -1), 1_000, 5, commits=False)
                 assert steps[0][8] == odd
                 assert r.damage(AGENT) == (odd, lead)
+                assert r.memory_read(AGENT, "/memories/n.md") == ((odd, lead), m, data)
                 assert [x[5] for x in r.live_rows(AGENT)] == [1_000]
                 assert r.live_rows(AGENT)[0][3] == odd
         finally:

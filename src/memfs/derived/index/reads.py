@@ -10,15 +10,18 @@ from typing import Any
 from memfs.derived.index.rows import (
     _AFTER_SLASH,
     _MEMORY_COLUMNS,
+    _MEMORY_READ,
     _VERSION_SELECT,
     AgentRow,
     CommitRow,
     FolderEntry,
     ListingJson,
+    MemoryRead,
     MemoryRow,
     PathState,
     VersionRow,
     _memory,
+    _memory_read,
     _version,
 )
 
@@ -66,6 +69,12 @@ def memory(conn: sqlite3.Connection, agent_id: str, path: str) -> MemoryRow | No
         (agent_id, path),
     ).fetchone()
     return _memory(row) if row else None
+
+
+def memory_read(conn: sqlite3.Connection, agent_id: str, path: str) -> MemoryRead | None:
+    """Store.read's lookups in one statement; None if the agent does not exist."""
+    row = conn.execute(_MEMORY_READ, (path, agent_id)).fetchone()
+    return _memory_read(path, row) if row else None
 
 
 def is_folder(conn: sqlite3.Connection, agent_id: str, path: str) -> bool:

@@ -82,6 +82,59 @@ def _memory(row: Sequence[object]) -> MemoryRow:
     )
 
 
+# Store.read's common case in one statement (both engines; PostgreSQL swaps ? for %s):
+# the agent (no row: it does not exist), its damage, the memory and the index's copy of
+# its content. Four lookups cost four statements' overhead, which was most of a read.
+_MEMORY_READ = (
+    "SELECT d.file, d.reason, m.version, m.sha256, m.bytes, m.description, m.metadata, "
+    "m.created_at, m.updated_at, b.content FROM agents a "
+    "LEFT JOIN damage d ON d.agent_id=a.agent_id "
+    "LEFT JOIN memories m ON m.agent_id=a.agent_id AND m.path=? "
+    "LEFT JOIN blobs b ON b.agent_id=a.agent_id AND b.sha256=m.sha256 "
+    "WHERE a.agent_id=?"
+)
+
+# (damage as (file, reason), the memory's row, the index's copy of its content): what
+# ``memory_read`` answers for an agent that exists.
+MemoryRead = tuple[tuple[str, str] | None, MemoryRow | None, bytes | None]
+
+
+# Parsed metadata texts of recent reads (bounded: emptied when full). Each read gets
+# its own copy, a shallow one being whole: metadata values are scalars.
+_PARSED: dict[str, dict[str, Scalar]] = {}
+_PARSED_MAX = 4096
+
+
+def _metadata_of_read(raw: object) -> dict[str, Scalar]:
+    if raw == "{}":
+        return {}
+    text = str(raw)
+    parsed = _PARSED.get(text)
+    if parsed is None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        parsed = _PARSED[text] = json.loads(text)
+    return dict(parsed)
+
+
+def _memory_read(path: str, row: Sequence[object]) -> MemoryRead:
+    damage = (str(row[0]), str(row[1])) if row[0] is not None else None
+    if row[2] is None:
+        return damage, None, None
+    memory = MemoryRow(
+        path,
+        int(row[2]),  # type: ignore[call-overload]
+        str(row[3]),
+        int(row[4]),  # type: ignore[call-overload]
+        row[5] if isinstance(row[5], str) else None,
+        _metadata_of_read(row[6]),
+        int(row[7]),  # type: ignore[call-overload]
+        int(row[8]),  # type: ignore[call-overload]
+    )
+    content = row[9]
+    return damage, memory, bytes(content) if isinstance(content, bytes | memoryview) else None
+
+
 _VERSION_SELECT = (
     "SELECT v.path, v.version, v.revision, v.operation, v.sha256, v.bytes, v.description, "
     "v.metadata, v.valid_from, v.valid_to, c.actor, c.message FROM versions v "

@@ -81,9 +81,33 @@ def index_docs(
     docs: Iterable[tuple[str, str, str | None, bytes | None]],
 ) -> None:
     """Index many memories of an agent that has none indexed: (path, sha256,
-    description, content) each (reindex's bulk load)."""
-    for path, sha256, description, content in docs:
-        index_doc(conn, agent_id, path, sha256, description, content)
+    description, content) each (reindex's bulk load). Two batched statements instead
+    of two per memory: the rows get the ``doc`` numbers one-by-one inserts would (an
+    INTEGER PRIMARY KEY without AUTOINCREMENT takes the largest + 1), so the rows are
+    the same as ``index_doc`` of each in turn."""
+    rows = list(docs)
+    if not rows:
+        return
+    (top,) = conn.execute("SELECT COALESCE(MAX(doc), 0) FROM search_docs").fetchone()
+    conn.executemany(
+        "INSERT INTO search_docs(doc, agent_id, path, sha256) VALUES(?,?,?,?)",
+        [
+            (top + n, agent_id, path, sha256 if content is not None else None)
+            for n, (path, sha256, _description, content) in enumerate(rows, 1)
+        ],
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)",
+        [
+            (
+                top + n,
+                path_text(path),
+                description or "",
+                body_text(content) if content is not None else "",
+            )
+            for n, (path, _sha256, description, content) in enumerate(rows, 1)
+        ],
+    )
 
 
 def drop_docs(conn: sqlite3.Connection, agent_id: str | None) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from memfs.derived.index import reads, runs, search, walks, writes
-from memfs.derived.index.rows import Connection
+from memfs.derived.index.rows import Connection, MemoryRead
 from memfs.derived.index.runs import RunRow
 from memfs.domain.commits import Commit
 from memfs.domain.records import (
@@ -145,6 +145,9 @@ class SqliteRead:
 
     def memory(self, agent_id: str, path: str) -> MemoryRow | None:
         return reads.memory(self.conn, agent_id, path)
+
+    def memory_read(self, agent_id: str, path: str) -> MemoryRead | None:
+        return reads.memory_read(self.conn, agent_id, path)
 
     def path_states(self, agent_id: str, paths: Sequence[str]) -> dict[str, PathState]:
         return reads.path_states(self.conn, agent_id, paths)

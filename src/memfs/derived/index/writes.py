@@ -169,6 +169,26 @@ def apply_commit(
     return True
 
 
+def _meta_text(
+    metadata: dict[str, Any],
+    known: dict[tuple[tuple[str, type, Any], ...], str],
+    dumps: Callable[[Any], str],
+) -> str:
+    """``dumps(metadata)``, once per distinct metadata: a log repeats the same metadata
+    from commit to commit. The key tells True, 1 and 1.0 apart (they compare equal), and
+    floats by their spelling (0.0 == -0.0)."""
+    key = tuple(
+        (k, v.__class__, repr(v) if v.__class__ is float else v) for k, v in metadata.items()
+    )
+    try:
+        text = known.get(key)
+    except TypeError:  # an unhashable value (not a scalar): encode it as it is
+        return dumps(metadata)
+    if text is None:
+        text = known[key] = dumps(metadata)
+    return text
+
+
 def bulk_load(
     conn: sqlite3.Connection,
     agent: str,
@@ -192,6 +212,7 @@ def bulk_load(
     revision = last_ts = 0
     name: str | None = None
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    meta_texts: dict[tuple[tuple[str, type, Any], ...], str] = {}
     for where, text, doc in entries:
         try:
             ts = parse_ts(doc["ts"])
@@ -207,7 +228,7 @@ def bulk_load(
                 if previous is not None:
                     version_rows[previous][10] = ts  # valid_to
                     version_rows[previous][12] = ts  # visible_to
-                meta_json = dumps(metadata) if metadata else "{}"
+                meta_json = _meta_text(metadata, meta_texts, dumps) if metadata else "{}"
                 open_version[path] = len(version_rows)
                 version_rows.append(
                     [

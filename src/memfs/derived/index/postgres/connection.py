@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -170,6 +170,12 @@ class PostgresIndex:
     def read_session(self) -> Iterator[PgRead]:
         with self._session(_BEGIN_READ) as conn:
             yield PgRead(conn)
+
+    def statement_session(self) -> AbstractContextManager[PgRead]:
+        """The read session: a pooled connection's transaction handling (dead
+        connections replaced, outages mapped) lives there, and one round trip more is
+        not worth a second copy of it."""
+        return self.read_session()
 
     @contextmanager
     def write_session(self) -> Iterator[PgWrite]:

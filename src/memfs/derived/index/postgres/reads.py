@@ -19,15 +19,18 @@ from memfs.derived.index.postgres import search as fulltext
 from memfs.derived.index.rows import (
     _AFTER_SLASH,
     _MEMORY_COLUMNS,
+    _MEMORY_READ,
     _VERSION_SELECT,
     AgentRow,
     CommitRow,
     FolderEntry,
     ListingJson,
+    MemoryRead,
     MemoryRow,
     PathState,
     VersionRow,
     _memory,
+    _memory_read,
     _version,
 )
 from memfs.derived.index.runs import RUN_COLUMNS, RunRow
@@ -38,6 +41,7 @@ from memfs.domain.search_query import parse_match
 Conn = Connection[tuple[Any, ...]]
 Row = tuple[Any, ...]
 _VERSIONS = _VERSION_SELECT.replace("?", "%s")
+_MEMORY_READ_PG = _MEMORY_READ.replace("?", "%s")
 # No key holds a character above U+10FFFF: the upper end of "every id with this prefix".
 _TOP = "\U0010ffff"
 _FILTER = (
@@ -236,6 +240,10 @@ class PgRead:
             (agent_id, path),
         )
         return _memory(row) if row else None
+
+    def memory_read(self, agent_id: str, path: str) -> MemoryRead | None:
+        row = self._one(_MEMORY_READ_PG, (path, agent_id))
+        return _memory_read(path, row) if row else None
 
     def live_contents(self, agent_id: str) -> list[tuple[str, str]]:
         rows = self._all("SELECT path, sha256 FROM memories WHERE agent_id=%s", (agent_id,))
