@@ -115,12 +115,6 @@ class PostgresIndex:
                     schema.migrate(conn, int(row[0]))
                     schema.create(conn)  # tables and indexes added without a version bump
                 conn.execute("COMMIT")
-            except schema.MissingExtension as exc:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
-                raise IndexUnreachable(
-                    f"the PostgreSQL index {redacted(self.url)}: {exc}"
-                ) from None
             except BaseException:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("ROLLBACK")

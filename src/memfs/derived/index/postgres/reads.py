@@ -128,7 +128,9 @@ class PgRead:
                 description=row[4],
                 updated_at=int(row[5]),
                 score=float(row[6]),
-                snippet=passage(row[7:10]),
+                snippet=passage(
+                    [fulltext.restored(h, o) for h, o in (row[7:9], row[9:11], row[11:13])]
+                ),
             )
             for row in self._all(sql, params)
         ]
