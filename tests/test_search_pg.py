@@ -24,6 +24,7 @@ from memfs.core.tokens import Signer
 from memfs.derived.index.schema import SCHEMA_VERSION
 from memfs.testing.search_quality import generated_corpus
 from servers_real import RealServer
+from test_index_migrations_pg import OLDER
 
 AGENT = "users/alice/assistant"
 SIGNER = Signer(b"pg-search-test-key" * 2)
@@ -278,14 +279,7 @@ def test_an_index_whose_words_unaccent_folded_is_migrated(
     url = postgres_server.new_database()
     _open(tmp_path / "data", url).close()
     with psycopg.connect(url) as conn:
-        conn.execute(
-            "ALTER TABLE search_docs DROP COLUMN path_words, DROP COLUMN folded_path_words,"
-            " DROP COLUMN folded_description, DROP COLUMN folded_body"
-        )
-        conn.execute(
-            "ALTER TEXT SEARCH CONFIGURATION memfs_search ALTER MAPPING FOR asciiword, word"
-            " WITH simple, memfs_english"
-        )
+        OLDER[4](conn)  # the shape of schema 4 (test_index_migrations_pg.py)
         conn.execute("UPDATE search_docs SET doc=to_tsvector('simple', body)")
         conn.execute("UPDATE meta SET value=4 WHERE key='schema'")
     store = Store(tmp_path / "data", index_location=url)

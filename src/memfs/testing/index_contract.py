@@ -283,6 +283,7 @@ class IndexContract:
 
             def commit_on(node: Index, name: str, revision: int, *, hold: bool) -> None:
                 with node.write_session() as s:
+                    s.agent(AGENT)  # as a store's commit does: the agent's head first
                     at = max(time.time_ns() // 1000, s.clock() + 1)
                     commit, contents = _commit(revision, f"/memories/{name}.md", b"x\n", ts=at)
                     s.apply_commit(commit, at, contents, commit.to_bytes())

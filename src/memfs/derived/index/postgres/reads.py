@@ -92,6 +92,10 @@ class PgRead:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
+    def finish(self) -> None:
+        """End the transaction (the session's block ended without an error)."""
+        self.conn.execute("COMMIT")
+
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Row]:
         return self.conn.execute(sql, [encode_text(p) for p in params])
 
