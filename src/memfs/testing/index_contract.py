@@ -261,6 +261,7 @@ class IndexContract:
                 )
                 assert [m.path for m in rest] == [p.path for p in top[3:]]
                 assert s.count_memories(AGENT, "/memories", depth_one=True) == 7
+                assert s.count_memories(AGENT, "/memories", depth_one=False) == len(expected)
                 assert s.count_memories(AGENT, "/memories/a", depth_one=False) == 2
                 assert s.is_folder(AGENT, "/memories/a") and not s.is_folder(AGENT, "/memories/a-c")
                 agents = s.agents("", None, 10)

@@ -56,16 +56,12 @@ _LOCK_FIRST_AGENT = (
     "SELECT pg_advisory_xact_lock_shared(%s::int8), pg_advisory_xact_lock(%s::int4, %s::int4)"
 )
 _LOCK_ALL = "SELECT pg_advisory_xact_lock(%s::int8)"
-# The clock step of a session that stamped rows with given stamps from ``least`` to
-# ``most``: the clock passes them all, shifted past it when the clock reached the least
-# (their order kept); then ``clock - most`` is the shift each stamp gets.
-_CLOCK_STEP = (
-    "UPDATE meta SET value=GREATEST(value, %s, %s + GREATEST(0, value + 1 - %s))"
-    " WHERE key='clock'"
-)
-# A session that only raised the clock (inspect's pin, reindex's old clock, a log's own
-# stamps) moves it to the highest value asked, never back.
-_CLOCK_RAISE = "UPDATE meta SET value=GREATEST(value, %s) WHERE key='clock'"
+# The clock step, the one statement that moves the clock: to at least the highest value
+# asked (inspect's pin, reindex's old clock, a log's own stamps), never back; and for a
+# session that stamped rows with given stamps from ``least`` to ``most``, past them all,
+# shifted past the clock when it had reached the least (their order kept): then
+# ``clock - most`` is the shift each stamp gets. NULLs: nothing asked, nothing stamped.
+_CLOCK_STEP = "UPDATE meta SET value=GREATEST(value, %s::int8, %s::int8 + GREATEST(0, value + 1 - %s::int8)) WHERE key='clock'"
 # Each template reads the shift (the clock as this transaction wrote it, minus the
 # session's highest given stamp) first and last; rows are untouched when it is 0.
 _SHIFT = "((SELECT value FROM meta WHERE key='clock') - %s)"
@@ -123,9 +119,13 @@ class PgWrite(PgRead):
 
     # --- locks and the clock step -------------------------------------------------
 
+    def holds(self, agent_id: str) -> bool:
+        """Whether this session holds ``agent_id``'s lock (or every agent's)."""
+        return self._everything or agent_id in self._agents
+
     def lock_agent(self, agent_id: str) -> None:
         """Take ``agent_id``'s lock (and the shared index lock) unless held."""
-        if self._everything or agent_id in self._agents:
+        if self.holds(agent_id):
             return
         if self._agents:
             self._run(_LOCK_AGENT, (AGENT_LOCKS, agent_key(agent_id)))
@@ -154,15 +154,11 @@ class PgWrite(PgRead):
         if self._given is None and self._raise_to is None:
             self.conn.execute("COMMIT")
             return
-        raise_to = self._raise_to or 0
+        least, most = self._given or (None, None)
         with self.conn.pipeline():
-            if self._given is None:
-                self._run(_CLOCK_RAISE, (raise_to,))
-            else:
-                least, most = self._given
-                self._run(_CLOCK_STEP, (raise_to, most, least))
-                for sql, params in self._shifts:
-                    self._run(sql, (most, *params, most))
+            self._run(_CLOCK_STEP, (self._raise_to, most, least))
+            for sql, params in self._shifts:
+                self._run(sql, (most, *params, most))
             self.conn.execute("COMMIT")
 
     # --- commits --------------------------------------------------------------------
@@ -436,8 +432,13 @@ class PgWrite(PgRead):
 def _locking(read: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(read)
     def locked(self: PgWrite, agent_id: str, *args: Any, **kwargs: Any) -> Any:
-        self.lock_agent(agent_id)
-        return read(self, agent_id, *args, **kwargs)
+        if self.holds(agent_id):
+            return read(self, agent_id, *args, **kwargs)
+        # The lock and the read in one round trip: the server runs them in order, so
+        # the read still starts once the lock is granted.
+        with self.conn.pipeline():
+            self.lock_agent(agent_id)
+            return read(self, agent_id, *args, **kwargs)
 
     return locked
 
