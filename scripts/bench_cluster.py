@@ -188,7 +188,7 @@ def page_plan(pg_url: str, agent: str, size: int) -> str:
     params = (agent, f"/memories/f/{size // 2:08d}.md", agent, "/memories0")
     with psycopg.connect(pg_url) as conn:
         lines = [str(r[0]) for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)]
-    scan = lines[1].strip().split("  (")[0].lstrip("-> ") if len(lines) > 1 else "?"
+    scan = next((x.strip().split("  (")[0].lstrip("-> ") for x in lines if "Scan" in x), "?")
     buffers = next((x.strip() for x in lines if "Buffers:" in x), "Buffers: ?")
     took = next((x.strip() for x in lines if "Execution Time" in x), "")
     return f"{scan}; {buffers}; {took}"
