@@ -7,15 +7,17 @@ Starts a real SeaweedFS and a real PostgreSQL (the test engines), then prints:
 - commits/s and p50/p99 latency of ``PUT …/memories/…`` with 1 server and with 2
   servers (writers split across them), each writer on an agent of its own, and the
   servers' CPU per commit (user+system of their process groups);
-- the 200-item list page in PostgreSQL at 1k memories and at ``--large`` memories;
+- the 200-item list page in PostgreSQL at 1k memories and at each ``--large`` size
+  (``--list-only``: that alone), measured interleaved, with the page query's plan;
 - ratios against the floors and between the cases, measured side by side here.
 
 Absolute numbers depend on the machine and its load; read the ratios. On a 2-core
 machine that also runs SeaweedFS, PostgreSQL and the client, two servers can't show
-scaling (they share the same two cores, and all commits queue on one advisory lock):
-compare the CPU per commit and the round trips instead.
+scaling (they share the same two cores): compare the CPU per commit and the round
+trips instead.
 
     .venv/bin/python scripts/bench_cluster.py [--seconds 8] [--threads 4] [--large 20000]
+        [--list-only]
 """
 
 from __future__ import annotations
@@ -143,43 +145,78 @@ def cluster_writes(servers: list[RealServer], threads: int, seconds: float) -> d
     }
 
 
-def list_pages(pg_url: str, large: int, tmp: Path) -> dict[int, float]:
-    """The median time of a 200-item page (keyset, mid-listing) at 1k and ``large``."""
-    out: dict[int, float] = {}
+def list_pages(pg_url: str, sizes: list[int], tmp: Path, rounds: int = 10) -> dict[int, float]:
+    """The median time of a 200-item page (keyset, mid-listing) at each size (1k first):
+    every agent is loaded first, then the sizes are measured in interleaved rounds, so
+    the machine's load (and autovacuum's passes over the fresh rows) weighs on each
+    alike. Prints the page query's plan figures at each size (shared buffers read: a
+    count, unmoved by load)."""
+    out: dict[int, list[float]] = {size: [] for size in sizes}
     store = Store(tmp / "list", backend=MemoryBackend(), index_location=pg_url)
     try:
-        written = 0
-        for size in (1000, large):
+        for size in sizes:
             agent = f"list/a{size}"
             store.create_agent(agent)
-            for start in range(0, size, 500):
+            for start in range(0, size, 2000):
                 ops = [
                     Put(f"/memories/f/{i:08d}.md", b"# m %d\n" % i)
-                    for i in range(start, min(size, start + 500))
+                    for i in range(start, min(size, start + 2000))
                 ]
                 store.apply(agent, ops, actor="bench")
-            written += size
-            cursor_path = f"/memories/f/{size // 2:08d}.md"
-            times = []
-            for _ in range(30):
-                began = time.perf_counter()
-                store.list_memories(agent, "", limit=200, after=cursor_path)
-                times.append(time.perf_counter() - began)
-            out[size] = statistics.median(times) * 1000
+        for size in sizes:
+            print(f"  page query at {size:>8}: {page_plan(pg_url, f'list/a{size}', size)}")
+        for _ in range(rounds):
+            for size in sizes:
+                cursor_path = f"/memories/f/{size // 2:08d}.md"
+                for _ in range(5):
+                    began = time.perf_counter()
+                    store.list_memories(f"list/a{size}", "", limit=200, after=cursor_path)
+                    out[size].append(time.perf_counter() - began)
     finally:
         store.close()
-    return out
+    return {size: statistics.median(times) * 1000 for size, times in out.items()}
+
+
+def page_plan(pg_url: str, agent: str, size: int) -> str:
+    """EXPLAIN (ANALYZE, BUFFERS) of the listing's page query (the index's own SQL)."""
+    from memfs.derived.index.postgres import reads
+
+    sql = (
+        f"SELECT {reads._MEMORY_COLUMNS} FROM memories WHERE {reads._KEYSET.format('>')}"
+        " ORDER BY agent_id, path LIMIT 201"
+    )
+    params = (agent, f"/memories/f/{size // 2:08d}.md", agent, "/memories0")
+    with psycopg.connect(pg_url) as conn:
+        lines = [str(r[0]) for r in conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)]
+    scan = next((x.strip().split("  (")[0].lstrip("-> ") for x in lines if "Scan" in x), "?")
+    buffers = next((x.strip() for x in lines if "Buffers:" in x), "Buffers: ?")
+    took = next((x.strip() for x in lines if "Execution Time" in x), "")
+    return f"{scan}; {buffers}; {took}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--large", type=int, default=20_000, help="memories in the big list")
+    parser.add_argument(
+        "--large",
+        default="20000",
+        help="memories in the big lists, comma-separated (for example 10000,100000)",
+    )
+    parser.add_argument("--list-only", action="store_true", help="only the list pages")
     args = parser.parse_args()
+    larges = [int(x) for x in str(args.large).split(",")]
     tmp = Path(f"/tmp/memfs-bench-cluster-{uuid.uuid4().hex[:6]}")
     pg = start_postgres()
     try:
+        if args.list_only:
+            pages = list_pages(pg.new_database(), [1000, *larges], tmp)
+            for large in larges:
+                print(
+                    f"list page (200 items): 1k {pages[1000]:.2f} ms, {large} {pages[large]:.2f} ms,"
+                    f" {pages[large] / pages[1000]:.2f}x (target <= 1.5x)"
+                )
+            return 0
         with SeaweedFS() as engine:
             print(f"cores: {os.cpu_count()}  threads: {args.threads}  seconds: {args.seconds}")
             f = floors(engine, pg.new_database(), args.threads, args.seconds)
@@ -205,7 +242,7 @@ def main() -> int:
                     f"{count} server(s): {r['rate']:7.1f} commits/s  p50 {r['p50']:6.1f} ms"
                     f"  p99 {r['p99']:6.1f} ms  server CPU {r['cpu_ms']:5.1f} ms/commit"
                 )
-            pages = list_pages(pg.new_database(), args.large, tmp)
+            pages = list_pages(pg.new_database(), [1000, *larges], tmp)
             for size, ms in pages.items():
                 print(f"list page (200 items) at {size:>8} memories: {ms:6.2f} ms")
             print("ratios:")
@@ -218,14 +255,15 @@ def main() -> int:
             print(
                 f"  2 servers CPU per commit / 1 server:    {results[2]['cpu_ms'] / results[1]['cpu_ms']:.2f}x"
             )
-            print(
-                f"  list page {args.large} / 1000:           {pages[args.large] / pages[1000]:.2f}x (target <= 1.5x)"
-            )
+            for large in larges:
+                print(
+                    f"  list page {large} / 1000:           {pages[large] / pages[1000]:.2f}x (target <= 1.5x)"
+                )
             if (os.cpu_count() or 1) <= 2:
                 print(
                     "note: on 2 cores the servers, SeaweedFS, PostgreSQL and this client share"
-                    " the same CPUs, and every commit takes one advisory lock: 2 servers can't"
-                    " show scaling here; CPU per commit says what a server costs."
+                    " the same CPUs: 2 servers can't show scaling here; CPU per commit says"
+                    " what a server costs."
                 )
     finally:
         dispose(pg)

@@ -38,7 +38,13 @@ from engine_seaweedfs import SeaweedFS
 from memfs.canonical import layout
 from memfs.canonical.s3 import S3Backend
 from servers_real import RealServer, headers
-from test_webhook_processes import RUN_OPTIONS, deliver, set_up, wait_until
+from test_webhook_processes import (
+    RUN_OPTIONS,
+    deliver,
+    duplicate_deliveries,
+    set_up,
+    wait_until,
+)
 
 AGENT = "users/alice/assistant"
 
@@ -170,32 +176,12 @@ def test_thirty_duplicate_deliveries_split_across_two_servers_start_one_run(
 ) -> None:
     secret = set_up(cluster.a, "gh", prompt="file it")
     body = json.dumps({"action": "opened"})
-    gate = threading.Barrier(30, timeout=60)
-    answers: list[tuple[int, str]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
     limits = httpx.Limits(max_connections=20, max_keepalive_connections=20)
     with (
         httpx.Client(base_url=cluster.a.url, timeout=120, limits=limits) as ca,
         httpx.Client(base_url=cluster.b.url, timeout=120, limits=limits) as cb,
     ):
-
-        def one(client: httpx.Client) -> None:
-            try:
-                gate.wait()
-                response = deliver(client, secret, "gh", "msg_cluster", body)
-                with lock:
-                    answers.append((response.status_code, response.json()["id"]))
-            except BaseException as exc:  # reported below, never lost in a thread
-                with lock:
-                    errors.append(exc)
-
-        threads = [threading.Thread(target=one, args=(ca if n % 2 else cb,)) for n in range(30)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    assert not errors, errors
+        answers = duplicate_deliveries([cb, ca], secret, "gh", "msg_cluster", body, 30, timeout=60)
     assert sorted(code for code, _ in answers) == [200] * 29 + [202], answers
     (run_id,) = {run_id for _, run_id in answers}
     runs_url = f"/v1/agents/{quote(AGENT, safe='')}/runs"

@@ -22,6 +22,10 @@ from memfs.derived.index.schema import MIGRATIONS
 AGENT = "alice"
 
 
+def _schema_4(conn: sqlite3.Connection) -> None:
+    """Schema 5's step (fold_accents) is the PostgreSQL index's: the same shape here."""
+
+
 def _schema_3(conn: sqlite3.Connection) -> None:
     """Before agents rows kept their memories' count and bytes."""
     conn.execute("ALTER TABLE agents DROP COLUMN memory_count")
@@ -47,6 +51,7 @@ OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _schema_1,
     2: _schema_2,
     3: _schema_3,
+    4: _schema_4,
 }
 
 

@@ -18,8 +18,22 @@ from memfs.domain.commits import CREATED, Change, Commit
 AGENT = "alice"
 
 
+def _schema_4(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Before accents were folded in Python: no folded copies, and a dictionary ahead
+    of the stemmer (unaccent then; ``simple`` stands in, as pgserver's build has none)."""
+    conn.execute(
+        "ALTER TABLE search_docs DROP COLUMN path_words, DROP COLUMN folded_path_words,"
+        " DROP COLUMN folded_description, DROP COLUMN folded_body"
+    )
+    conn.execute(
+        "ALTER TEXT SEARCH CONFIGURATION memfs_search ALTER MAPPING FOR asciiword, word"
+        " WITH simple, memfs_english"
+    )
+
+
 def _schema_3(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Before agents rows kept their memories' count and bytes."""
+    _schema_4(conn)
     conn.execute("ALTER TABLE agents DROP COLUMN memory_count")
     conn.execute("ALTER TABLE agents DROP COLUMN memory_bytes")
 
@@ -43,6 +57,7 @@ OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
     1: _schema_1,
     2: _schema_2,
     3: _schema_3,
+    4: _schema_4,
 }
 
 

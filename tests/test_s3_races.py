@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,13 @@ from engine_seaweedfs import SeaweedFS
 from memfs.canonical import layout
 from servers_real import RealServer
 from test_races import _race_cli
-from test_webhook_processes import AGENT, RUN_OPTIONS, deliver, set_up, wait_terminal
+from test_webhook_processes import (
+    AGENT,
+    RUN_OPTIONS,
+    duplicate_deliveries,
+    set_up,
+    wait_terminal,
+)
 
 
 def test_if_match_race_across_nodes_has_exactly_one_winner(
@@ -84,29 +89,9 @@ def test_thirty_concurrent_deliveries_of_one_id_on_s3_start_one_run(
     with srv:
         secret = set_up(srv, "gh", prompt="file it")
         body = json.dumps({"action": "opened"})
-        gate = threading.Barrier(30, timeout=60)
-        answers: list[tuple[int, str]] = []
-        errors: list[BaseException] = []
-        lock = threading.Lock()
         limits = httpx.Limits(max_connections=40, max_keepalive_connections=40)
         with httpx.Client(base_url=srv.url, timeout=120, limits=limits) as client:
-
-            def one() -> None:
-                try:
-                    gate.wait()
-                    response = deliver(client, secret, "gh", "msg_s3", body)
-                    with lock:
-                        answers.append((response.status_code, response.json()["id"]))
-                except BaseException as exc:  # reported below, never lost in a thread
-                    with lock:
-                        errors.append(exc)
-
-            threads = [threading.Thread(target=one) for _ in range(30)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=120)
-        assert not errors, errors
+            answers = duplicate_deliveries([client], secret, "gh", "msg_s3", body, 30, timeout=60)
         assert sorted(code for code, _ in answers) == [200] * 29 + [202], answers
         (run_id,) = {run_id for _, run_id in answers}
         (run,) = wait_terminal(srv, 1, timeout=90)

@@ -84,6 +84,46 @@ def deliver(
     )
 
 
+def duplicate_deliveries(
+    clients: list[httpx.Client],
+    secret: str,
+    trigger: str,
+    webhook_id: str,
+    body: str,
+    count: int,
+    *,
+    timeout: float,
+) -> list[tuple[int, str]]:
+    """``count`` deliveries of one webhook-id at once (threads released together by a
+    barrier), sent through ``clients`` in turn: each answer's status and run id. An
+    error in a thread fails the test here, never lost in the thread."""
+    gate = threading.Barrier(count, timeout=timeout)
+    answers: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def one(client: httpx.Client) -> None:
+        try:
+            gate.wait()
+            response = deliver(client, secret, trigger, webhook_id, body)
+            with lock:
+                answers.append((response.status_code, response.json()["id"]))
+        except BaseException as exc:
+            with lock:
+                errors.append(exc)
+
+    threads = [
+        threading.Thread(target=one, args=(clients[n % len(clients)],)) for n in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=2 * timeout)
+    assert not errors, errors
+    assert len(answers) == count, answers
+    return answers
+
+
 def all_runs(client: httpx.Client) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     params = {"limit": "50"}
@@ -170,30 +210,9 @@ def test_fifty_concurrent_deliveries_of_one_id_start_one_run(tmp_path: Path) -> 
     with server(data, workers=2) as srv:
         secret = set_up(srv, "gh", prompt="file it")
         body = json.dumps({"action": "opened", "n": 1})
-        gate = threading.Barrier(50, timeout=30)
-        answers: list[tuple[int, str]] = []
-        errors: list[BaseException] = []
-        lock = threading.Lock()
         limits = httpx.Limits(max_connections=60, max_keepalive_connections=60)
         with httpx.Client(base_url=srv.url, timeout=60, limits=limits) as client:
-
-            def one() -> None:
-                try:
-                    gate.wait()
-                    response = deliver(client, secret, "gh", "msg_same", body)
-                    with lock:
-                        answers.append((response.status_code, response.json()["id"]))
-                except BaseException as exc:  # reported below, never lost in a thread
-                    with lock:
-                        errors.append(exc)
-
-            threads = [threading.Thread(target=one) for _ in range(50)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(timeout=60)
-        assert not errors, errors
-        assert len(answers) == 50
+            answers = duplicate_deliveries([client], secret, "gh", "msg_same", body, 50, timeout=30)
         codes = sorted(code for code, _ in answers)
         assert codes == [200] * 49 + [202], codes
         run_ids = {run_id for _, run_id in answers}

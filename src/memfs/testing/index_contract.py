@@ -293,6 +293,7 @@ class IndexContract:
                 )
                 assert [m.path for m in rest] == [p.path for p in top[3:]]
                 assert s.count_memories(AGENT, "/memories", depth_one=True) == 7
+                assert s.count_memories(AGENT, "/memories", depth_one=False) == len(expected)
                 assert s.count_memories(AGENT, "/memories/a", depth_one=False) == 2
                 assert s.is_folder(AGENT, "/memories/a") and not s.is_folder(AGENT, "/memories/a-c")
                 agents = s.agents("", None, 10)
@@ -315,6 +316,7 @@ class IndexContract:
 
             def commit_on(node: Index, name: str, revision: int, *, hold: bool) -> None:
                 with node.write_session() as s:
+                    s.agent(AGENT)  # as a store's commit does: the agent's head first
                     at = max(time.time_ns() // 1000, s.clock() + 1)
                     commit, contents = _commit(revision, f"/memories/{name}.md", b"x\n", ts=at)
                     s.apply_commit(commit, at, contents, commit.to_bytes())

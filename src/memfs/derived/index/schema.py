@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agents(
   agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
@@ -68,7 +69,9 @@ CREATE TABLE IF NOT EXISTS blobs(
 CREATE TABLE IF NOT EXISTS damage(
   agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
 ) WITHOUT ROWID;
-""" + f"{DOCS_TABLE};\n{FTS_TABLE};\n"
+"""
+    + f"{DOCS_TABLE};\n{FTS_TABLE};\n"
+)
 
 
 # Every table keyed by agent: what erasing an agent or a full reindex clears.
@@ -131,6 +134,10 @@ def _add_agent_counts(conn: sqlite3.Connection) -> None:
     conn.execute(BACKFILL_COUNTS)
 
 
+def _nothing(conn: sqlite3.Connection) -> None:
+    """A step with nothing to do on this engine (see MIGRATIONS)."""
+
+
 @dataclass(frozen=True)
 class Migration:
     """One named step: turns an index of schema ``source`` into ``source + 1``."""
@@ -147,6 +154,10 @@ MIGRATIONS = (
     Migration("listing_column", 1, _add_listing_column),
     Migration("search_index", 2, _add_search_index),
     Migration("agent_counts", 3, _add_agent_counts),
+    # The PostgreSQL index's schema 5 folds accents in Python (its fold_accents step);
+    # FTS5's tokenizer folds them here already: nothing changes, the number keeps the
+    # two engines' schema numbers alike.
+    Migration("fold_accents", 4, _nothing),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

@@ -3,21 +3,16 @@
 The same tables, rows, orders and answers as the SQLite index (``derived/index/``),
 behind the same seam (``derived/index/base.py``): ``PostgresIndex`` and its read and
 write sessions run ``memfs.testing.IndexContract`` like the SQLite index. See
-``connection.py`` for the write lock and the visibility clock across nodes.
+``writes.py`` for the locks and ``connection.py`` for the visibility clock across nodes.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memfs.derived.index.postgres.connection import (
-    WRITE_LOCK,
-    IndexUnreachable,
-    PostgresIndex,
-    redacted,
-)
+from memfs.derived.index.postgres.connection import IndexUnreachable, PostgresIndex, redacted
 from memfs.derived.index.postgres.reads import PgRead
-from memfs.derived.index.postgres.writes import PgWrite
+from memfs.derived.index.postgres.writes import WRITE_LOCK, PgWrite
 
 __all__ = ["WRITE_LOCK", "IndexUnreachable", "PgRead", "PgWrite", "PostgresIndex", "redacted"]
 

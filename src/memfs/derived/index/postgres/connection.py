@@ -1,15 +1,17 @@
-"""The PostgreSQL index: a connection pool, read and write sessions, the write lock.
+"""The PostgreSQL index: a connection pool, read and write sessions, the locks.
 
 Many memfs servers share one database. What the SQLite index does with its flock and
-thread lock, this does with one transaction-scoped advisory lock (``WRITE_LOCK``): a
-write session is a READ COMMITTED transaction whose first statement waits for that lock,
-so writers of every node queue on it and each statement after it sees every write
-committed before. The visibility clock lives in the ``meta`` row ``clock`` and is read
-and raised inside those transactions, so the asOf rule holds across nodes: a commit
-takes ``visible_at = max(now, clock + 1)`` under the lock and raises the clock in the
-same transaction, and a reader's ``readTimestamp`` is the clock its snapshot saw. A
-commit acknowledged after that read was stamped under the lock after the reader's
-snapshot, hence after that clock value, and never shows in a walk pinned to it.
+thread lock, this does with transaction-scoped advisory locks (``writes.py``): a write
+session is a READ COMMITTED transaction that takes an agent's lock when it first names
+the agent, so writers of one agent queue (on every node) and each statement after the
+lock sees what that agent's writers committed before; writers of other agents run
+meanwhile. The visibility clock lives in the ``meta`` row ``clock``. A reader's
+``readTimestamp`` is the clock its snapshot saw; a writer takes the clock row as the
+last statement before its COMMIT (``PgWrite.finish``) and stamps its rows
+``max(clock + 1, …)``. The row's lock orders those steps as the commits become visible,
+so the asOf rule holds across nodes: a commit not visible in a reader's snapshot took
+the clock row after the commit whose value that snapshot saw, hence is stamped after
+the reader's readTimestamp, and never shows in a walk pinned to it.
 
 A read session is a REPEATABLE READ READ ONLY transaction: one snapshot for all its
 queries, as SQLite's deferred transaction gives.
@@ -26,7 +28,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -35,15 +37,16 @@ from psycopg import Connection
 from memfs.derived.index.postgres import schema
 from memfs.derived.index.postgres.pool import Pool
 from memfs.derived.index.postgres.reads import PgRead
-from memfs.derived.index.postgres.writes import PgWrite
+from memfs.derived.index.postgres.writes import WRITE_LOCK, PgWrite
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
 from memfs.errors import Unavailable
 
-# The advisory lock every write session holds: "memfs" in ASCII, a key no other
-# application of the database is likely to use.
-WRITE_LOCK = 0x6D656D6673
-_BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+# Creating or migrating the tables excludes every writer (WRITE_LOCK exclusively).
+_BEGIN_MIGRATE = f"{_BEGIN_WRITE}; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+Conn = Connection[tuple[Any, ...]]
+_S = TypeVar("_S", bound=PgRead)
 CONNECT_TIMEOUT = 10
 # How long a session waits for a pooled connection before answering 503.
 POOL_WAIT = 30.0
@@ -98,7 +101,7 @@ class PostgresIndex:
                 f"cannot open the PostgreSQL index {redacted(self.url)}: {_reason(exc)}"
             ) from None
         with conn:
-            conn.execute(_BEGIN_WRITE)
+            conn.execute(_BEGIN_MIGRATE)
             try:
                 conn.execute(schema.TABLES[0])  # meta
                 row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
@@ -115,26 +118,22 @@ class PostgresIndex:
                     schema.migrate(conn, int(row[0]))
                     schema.create(conn)  # tables and indexes added without a version bump
                 conn.execute("COMMIT")
-            except schema.MissingExtension as exc:
-                with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
-                raise IndexUnreachable(
-                    f"the PostgreSQL index {redacted(self.url)}: {exc}"
-                ) from None
             except BaseException:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("ROLLBACK")
                 raise
 
     @contextmanager
-    def _session(self, begin: str) -> Iterator[Connection[tuple[Any, ...]]]:
-        """A pooled connection inside a transaction opened by ``begin``; committed when
-        the block ends, rolled back on any error; driver outages become Unavailable."""
+    def _session(self, begin: str, session: Callable[[Conn], _S]) -> Iterator[_S]:
+        """``session`` over a pooled connection inside a transaction opened by ``begin``;
+        committed (``finish``) when the block ends, rolled back on any error; driver
+        outages become Unavailable."""
         try:
             conn = self._start(begin)
             try:
-                yield conn
-                conn.execute("COMMIT")
+                opened = session(conn)
+                yield opened
+                opened.finish()
             except BaseException:
                 if not conn.closed:
                     with contextlib.suppress(psycopg.Error):
@@ -168,8 +167,8 @@ class PostgresIndex:
 
     @contextmanager
     def read_session(self) -> Iterator[PgRead]:
-        with self._session(_BEGIN_READ) as conn:
-            yield PgRead(conn)
+        with self._session(_BEGIN_READ, PgRead) as session:
+            yield session
 
     def statement_session(self) -> AbstractContextManager[PgRead]:
         """The read session: a pooled connection's transaction handling (dead
@@ -179,8 +178,8 @@ class PostgresIndex:
 
     @contextmanager
     def write_session(self) -> Iterator[PgWrite]:
-        with self._session(_BEGIN_WRITE) as conn:
-            yield PgWrite(conn)
+        with self._session(_BEGIN_WRITE, PgWrite) as session:
+            yield session
 
     def checkpoint(self) -> None:
         """Reclaim the space of deleted rows (after an erase): VACUUM each table, so the

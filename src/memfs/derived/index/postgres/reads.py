@@ -44,6 +44,14 @@ _VERSIONS = _VERSION_SELECT.replace("?", "%s")
 _MEMORY_READ_PG = _MEMORY_READ.replace("?", "%s")
 # No key holds a character above U+10FFFF: the upper end of "every id with this prefix".
 _TOP = "\U0010ffff"
+# One agent's paths in a range, as row comparisons on the primary key (agent_id, path)
+# rather than ``agent_id=%s AND path>%s AND path<%s``: the planner estimates a row
+# comparison by its first column, so it never takes the range for a handful of rows
+# and walks the index in order, stopping at the page's end. With the plain form and no
+# statistics yet (a database filled since its last ANALYZE), it chose a bitmap scan and
+# a sort of every row past the cursor: a page mid-way through 1M memories read 16,075
+# buffers (18 at 1k); in this form it reads 10 at every size (docs/benchmarks.md).
+_KEYSET = "(agent_id, path){} (%s, %s) AND (agent_id, path)<(%s, %s)"
 _FILTER = (
     " AND EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=memories.agent_id"
     " AND m.path=memories.path AND m.key=%s AND m.value=%s)"
@@ -96,6 +104,10 @@ class PgRead:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
+    def finish(self) -> None:
+        """End the transaction (the session's block ended without an error)."""
+        self.conn.execute("COMMIT")
+
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Row]:
         return self.conn.execute(sql, [encode_text(p) for p in params])
 
@@ -132,7 +144,9 @@ class PgRead:
                 description=row[4],
                 updated_at=int(row[5]),
                 score=float(row[6]),
-                snippet=passage(row[7:10]),
+                snippet=passage(
+                    [fulltext.restored(h, o) for h, o in (row[7:9], row[9:11], row[11:13])]
+                ),
             )
             for row in self._all(sql, params)
         ]
@@ -223,8 +237,8 @@ class PgRead:
 
     def is_folder(self, agent_id: str, path: str) -> bool:
         row = self._one(
-            "SELECT 1 FROM memories WHERE agent_id=%s AND path>%s AND path<%s LIMIT 1",
-            (agent_id, path + "/", path + _AFTER_SLASH),
+            "SELECT 1 FROM memories WHERE " + _KEYSET.format(">") + " LIMIT 1",
+            (agent_id, path + "/", agent_id, path + _AFTER_SLASH),
         )
         return row is not None
 
@@ -387,8 +401,13 @@ class PgRead:
                     return total
                 last = page[-1]
                 after = last.path + "/" if isinstance(last, FolderEntry) else str(last[0])
-        where = "agent_id=%s AND path>%s AND path<%s" + _FILTER * len(filters)
-        params: list[object] = [agent_id, folder + "/", folder + _AFTER_SLASH]
+        if folder == "/memories" and not filters:
+            # Every memory of the agent: the count its row keeps (moved by each commit
+            # in its own transaction), one row read instead of a scan of them all.
+            row = self._one("SELECT memory_count FROM agents WHERE agent_id=%s", (agent_id,))
+            return int(row[0]) if row else 0
+        where = _KEYSET.format(">") + _FILTER * len(filters)
+        params: list[object] = [agent_id, folder + "/", agent_id, folder + _AFTER_SLASH]
         for key, value in filters:
             params += [key, value]
         row = self._one(f"SELECT COUNT(*) FROM memories WHERE {where}", params)
@@ -416,8 +435,9 @@ class PgRead:
             lower, inclusive = after, False
         if lower < folder + "/":  # a cursor before the folder must not widen the listing
             lower, inclusive = folder + "/", False
-        where = "agent_id=%s AND path{} %s AND path<%s" + _FILTER * len(filters)
-        params: list[object] = [agent_id, lower, upper]
+        # Bounds written as row comparisons on the primary key: see _KEYSET.
+        where = _KEYSET + _FILTER * len(filters)
+        params: list[object] = [agent_id, lower, agent_id, upper]
         for key, value in filters:
             params += [key, value]
         out: list[Row | FolderEntry] = []
@@ -429,7 +449,7 @@ class PgRead:
             sql = (
                 f"SELECT {columns} FROM memories WHERE "
                 + where.format(">=" if inclusive else ">")
-                + " ORDER BY path LIMIT %s"
+                + " ORDER BY agent_id, path LIMIT %s"
             )
             rows = self._all(sql, (*params, asked))
             jumped = False

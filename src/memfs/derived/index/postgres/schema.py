@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import psycopg
 from psycopg import Connection
 
 from memfs.derived.index.postgres import search
@@ -97,10 +96,6 @@ def _add_listing_column(conn: Connection[tuple[object, ...]]) -> None:
         cur.executemany("UPDATE memories SET listing=%s WHERE agent_id=%s AND path=%s", updates)
 
 
-class MissingExtension(Exception):
-    """The database lacks an extension the index needs (its message says which)."""
-
-
 def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
     """The full-text state (``search.py``): the text search configuration, the table
     and its GIN index, made when missing; a table made here is filled from the live
@@ -111,20 +106,7 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
         (search.CONFIG,),
     ).fetchone()
     if found is None:
-        conn.execute("SAVEPOINT memfs_unaccent")
-        try:
-            conn.execute(search.UNACCENT)
-        except psycopg.Error as exc:  # not installed, or not ours to create
-            conn.execute("ROLLBACK TO SAVEPOINT memfs_unaccent")
-            raise MissingExtension(
-                "full-text search needs PostgreSQL's unaccent extension (contrib): install"
-                " it, or have a privileged user run CREATE EXTENSION unaccent in this"
-                f" database ({str(exc).strip()})"
-            ) from None
-        conn.execute("RELEASE SAVEPOINT memfs_unaccent")
-        home = conn.execute(search.UNACCENT_SCHEMA).fetchone()
-        assert home is not None  # created, or there already
-        for statement in search.objects(str(home[0])):
+        for statement in search.OBJECTS:
             conn.execute(statement)
     existed = conn.execute("SELECT to_regclass('search_docs')").fetchone()
     conn.execute(search.TABLE)
@@ -145,10 +127,33 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
             description if isinstance(description, str) else None,
             bytes(content) if isinstance(content, (bytes, memoryview)) else None,
         )
+
+
+def _fold_accents(conn: Connection[tuple[object, ...]]) -> None:
+    """Accents are folded in Python, no longer by the ``unaccent`` dictionary (which
+    some builds lack): the configuration maps words to the stemmer only, each row gains
+    its folded copies, and its words are made again (unaccent folded more than FTS5
+    does: æ, ß, ø). The unaccent extension itself is left installed: it may predate
+    memfs, and other users of the database may need it."""
+    for statement in search.FOLDED_COLUMNS:
+        conn.execute(statement)
+    if conn.execute(search.OTHER_DICTIONARIES, (search.CONFIG,)).fetchone() is None:
+        return  # made by this memfs (a step before made it): nothing to redo
+    conn.execute(search.MAPPING)
+    rows = conn.execute("SELECT agent_id, path, description, body FROM search_docs").fetchall()
+    for row in rows:
+        agent_id, path, description, body = decode_row(row)
+        search.refresh_doc(conn, str(agent_id), str(path), str(description), str(body))
+
+
 def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
     """Each agents row keeps its memories' count and total bytes (filled here, once)."""
-    conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_count BIGINT NOT NULL DEFAULT 0")
-    conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_bytes BIGINT NOT NULL DEFAULT 0")
+    conn.execute(
+        "ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_count BIGINT NOT NULL DEFAULT 0"
+    )
+    conn.execute(
+        "ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_bytes BIGINT NOT NULL DEFAULT 0"
+    )
     conn.execute(BACKFILL_COUNTS)
 
 
@@ -168,6 +173,7 @@ MIGRATIONS = (
     Migration("listing_column", 1, _add_listing_column),
     Migration("search_index", 2, ensure_search),
     Migration("agent_counts", 3, _add_agent_counts),
+    Migration("fold_accents", 4, _fold_accents),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

@@ -3,11 +3,19 @@ memory:query read (the SQLite index's FTS5 table, ``derived/index/search.py``).
 
 ``search_docs(agent_id, path, sha256, description, body, doc)`` holds, for each live
 memory, the texts it was indexed from and ``doc``: the path (without /memories/) at
-weight B, the description at A, the body at D, parsed with the ``memfs_search`` text
-search configuration: accents removed (the ``unaccent`` dictionary), then English
-stemming (a Snowball dictionary with no stop-word list, so "the" or "it" are searched
-like any word, as FTS5's porter tokenizer does). A GIN index answers ``@@``. Rows are
+weight B, the description at A, the body at D. Their words are cut and their accents
+folded here, in Python (``search_query.words_of`` and ``fold_accents``, as FTS5's
+``unicode61 remove_diacritics 2`` does), then parsed with the ``memfs_search`` text
+search configuration: English stemming only (a Snowball dictionary with no stop-word
+list, so "the" or "it" are searched like any word, as FTS5's porter tokenizer does).
+No extension is needed: the ``unaccent`` dictionary is missing from some builds (the
+``pgserver`` wheel's) and some managed databases. A GIN index answers ``@@``. Rows are
 written in the transaction of the commit that changes the memory.
+
+Snippets are ``ts_headline`` over the folded text (so an accented word matches its
+folded query word), mapped back to the original: folding is one character for one,
+so the passage's place in the folded text is its place in the original. A text with
+nothing to fold keeps no folded copy (``folded_*`` NULL).
 
 The query is the parser's terms (``domain.search_query``) written as a tsquery text:
 each word a quoted lexeme (quotes doubled, backslashes escaped), a phrase's words
@@ -29,7 +37,7 @@ from memfs.derived.index.search import (
     path_text,
 )
 from memfs.domain.content import body_text
-from memfs.domain.search_query import SearchQuery, Term, words_of
+from memfs.domain.search_query import SearchQuery, Term, fold_accents, words_of
 
 Conn = Connection[Any]  # any row factory: the schema's and the sessions' connections
 CONFIG = "memfs_search"
@@ -44,30 +52,34 @@ _WORD_TOKENS = (
     "asciiword, asciihword, hword_asciipart, word, hword, hword_part,"
     " numword, numhword, hword_numpart"
 )
-UNACCENT = "CREATE EXTENSION IF NOT EXISTS unaccent"
-# The schema the extension lives in: it may predate memfs, in a schema not on the
-# search_path memfs runs with (``?options=-csearch_path%3Dmemfs``).
-UNACCENT_SCHEMA = (
-    "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid=e.extnamespace"
-    " WHERE e.extname='unaccent'"
+# The words' mapping: English stemming only (accents are folded before, in Python).
+MAPPING = (
+    f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_WORD_TOKENS} WITH memfs_english"
 )
-
-
-def objects(unaccent_schema: str) -> tuple[str, ...]:
-    """The dictionary and configuration, the unaccent dictionary named in its schema."""
-    quoted = '"' + unaccent_schema.replace('"', '""') + '"'
-    return (
-        "CREATE TEXT SEARCH DICTIONARY memfs_english (TEMPLATE = snowball, LANGUAGE = english)",
-        f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
-        f"ALTER TEXT SEARCH CONFIGURATION {CONFIG} ALTER MAPPING FOR {_WORD_TOKENS}"
-        f" WITH {quoted}.unaccent, memfs_english",
-    )
-
+OBJECTS = (
+    "CREATE TEXT SEARCH DICTIONARY memfs_english (TEMPLATE = snowball, LANGUAGE = english)",
+    f"CREATE TEXT SEARCH CONFIGURATION {CONFIG} (COPY = simple)",
+    MAPPING,
+)
+# Whether the configuration still maps a word through another dictionary than
+# memfs_english (an index made before accents were folded in Python: unaccent first).
+OTHER_DICTIONARIES = (
+    "SELECT 1 FROM pg_ts_config_map m JOIN pg_ts_config c ON c.oid=m.mapcfg"
+    " JOIN pg_ts_dict d ON d.oid=m.mapdict"
+    " WHERE c.cfgname=%s AND pg_ts_config_is_visible(c.oid) AND d.dictname<>'memfs_english'"
+    " LIMIT 1"
+)
 
 TABLE = """CREATE TABLE IF NOT EXISTS search_docs(
   agent_id TEXT COLLATE "C" NOT NULL, path TEXT COLLATE "C" NOT NULL, sha256 TEXT,
   description TEXT NOT NULL, body TEXT NOT NULL, doc TSVECTOR NOT NULL,
+  path_words TEXT, folded_path_words TEXT, folded_description TEXT, folded_body TEXT,
   PRIMARY KEY(agent_id, path))"""
+# The folded copies, added to a table made before them (schema 5's fold_accents step).
+FOLDED_COLUMNS = tuple(
+    f"ALTER TABLE search_docs ADD COLUMN IF NOT EXISTS {name} TEXT"
+    for name in ("path_words", "folded_path_words", "folded_description", "folded_body")
+)
 GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc)"
 # A tsvector holds at most 1 MiB, and its size is at most about five times the words it
 # is made from (each distinct lexeme: its bytes, a 4-byte entry and 2-byte positions):
@@ -76,16 +88,25 @@ GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc
 PATH_WORD_BYTES = 4 * 1024
 DESCRIPTION_WORD_BYTES = 16 * 1024
 BODY_WORD_BYTES = 160 * 1024
-_UPSERT = (
-    "INSERT INTO search_docs VALUES(%s, %s, %s, %s, %s,"
-    f" setweight(to_tsvector('{CONFIG}', %s), 'B')"
+_DOC = (
+    f"setweight(to_tsvector('{CONFIG}', %s), 'B')"
     f" || setweight(to_tsvector('{CONFIG}', %s), 'A')"
-    f" || setweight(to_tsvector('{CONFIG}', %s), 'D'))"
-    " ON CONFLICT(agent_id, path) DO UPDATE SET sha256=excluded.sha256,"
-    " description=excluded.description, body=excluded.body, doc=excluded.doc"
+    f" || setweight(to_tsvector('{CONFIG}', %s), 'D')"
 )
-# The path's words for its passage (PostgreSQL's parser would read it as one token).
-_PATH_WORDS = "regexp_replace(substr(r.path, 11), '[^[:alnum:]]+', ' ', 'g')"
+_UPSERT = (
+    "INSERT INTO search_docs(agent_id, path, sha256, description, body, path_words,"
+    " folded_path_words, folded_description, folded_body, doc)"
+    f" VALUES(%s, %s, %s, %s, %s, %s, %s, %s, %s, {_DOC})"
+    " ON CONFLICT(agent_id, path) DO UPDATE SET sha256=excluded.sha256,"
+    " description=excluded.description, body=excluded.body, doc=excluded.doc,"
+    " path_words=excluded.path_words, folded_path_words=excluded.folded_path_words,"
+    " folded_description=excluded.folded_description, folded_body=excluded.folded_body"
+)
+_REFRESH = (
+    "UPDATE search_docs SET path_words=%s, folded_path_words=%s, folded_description=%s,"
+    " folded_body=%s,"
+    f" doc={_DOC} WHERE agent_id=%s AND path=%s"
+)
 # One passage of at most SNIPPET_TOKENS words around the best cover (the whole text
 # when shorter), as FTS5's snippet(); PostgreSQL marks no cut with an ellipsis.
 _HEADLINE = (
@@ -113,17 +134,40 @@ def index_doc(
         sha256 = None
     body = _clean(body_text(content)) if content is not None else ""
     described = _clean(description or "")
-    # The texts are kept as they are (for ts_headline's passages); the tsvector is made
-    # of their words as the SQLite index cuts them (see search_query.words_of).
+    conn.execute(
+        _UPSERT, (agent_id, path, sha256, described, body, *_derived(path, described, body))
+    )
+
+
+def refresh_doc(conn: Conn, agent_id: str, path: str, description: str, body: str) -> None:
+    """Make the row's words and folded copies again from its kept texts (a migration
+    that changes how words are made)."""
+    conn.execute(_REFRESH, (*_derived(path, description, body), agent_id, path))
+
+
+def _derived(path: str, described: str, body: str) -> tuple[str | None, ...]:
+    """The path's words (its passage: PostgreSQL's parser would read a path as one
+    token, and a regular expression under the "C" collation knows no accented letter),
+    the folded copies (None: nothing to fold) of those, the description and the body,
+    and the words the tsvector is made of. The texts are kept as they are (for
+    ts_headline's passages); the words are cut as the SQLite index cuts them
+    (search_query.words_of) and their accents folded as its tokenizer folds them."""
+    path_words = " ".join(words_of(path_text(path)))
+    folded = (path_words, *(_folded(t) for t in (path_words, described, body)))
     words = [
-        _capped(" ".join(words_of(text)), cap)
+        _capped(fold_accents(" ".join(words_of(text))), cap)
         for text, cap in (
             (path_text(path), PATH_WORD_BYTES),
             (described, DESCRIPTION_WORD_BYTES),
             (body, BODY_WORD_BYTES),
         )
     ]
-    conn.execute(_UPSERT, (agent_id, path, sha256, described, body, *words))
+    return (*folded, *words)
+
+
+def _folded(text: str) -> str | None:
+    folded = fold_accents(text)
+    return None if folded == text else folded
 
 
 def _capped(words: str, limit: int) -> str:
@@ -147,7 +191,7 @@ def _lexeme(word: str) -> str:
 
 def _term(term: Term) -> str | None:
     # Cut as the documents were (words_of): "api.md" is the phrase api <-> md.
-    words = [_lexeme(w) for w in words_of(term.text)]
+    words = [_lexeme(fold_accents(w)) for w in words_of(term.text)]
     if not words:
         return None
     if term.prefix:
@@ -196,18 +240,51 @@ def search_sql(
             " AND m.path=d.path AND m.key=%s AND m.value=%s)"
         )
         params += [key, value]
-    headline = f"ts_headline('{CONFIG}', {{}}, r.q, %s)"
     sql = (
         f"WITH q AS (SELECT to_tsquery('{CONFIG}', %s) AS q),"
         " ranked AS (SELECT d.agent_id, d.path,"
         f" ts_rank(%s::float4[], d.doc, q.q, {RANK_NORMALISATION}) AS score,"
-        " d.description, d.body, q.q FROM search_docs d, q"
+        " d.description, d.body, d.path_words, d.folded_path_words, d.folded_description,"
+        " d.folded_body, q.q"
+        " FROM search_docs d, q"
         f" WHERE {' AND '.join(where)}"
         " ORDER BY score DESC, d.agent_id, d.path LIMIT %s OFFSET %s)"
         " SELECT r.agent_id, r.path, m.version, m.sha256, m.description, m.updated_at,"
-        f" r.score, {headline.format('r.body')}, {headline.format('r.description')},"
-        f" {headline.format(_PATH_WORDS)}"
+        " r.score, hb.h, hb.o, hd.h, hd.o, hp.h, hp.o"
         " FROM ranked r JOIN memories m ON m.agent_id=r.agent_id AND m.path=r.path"
+        f" CROSS JOIN LATERAL {_passage('r.body', 'r.folded_body')} hb"
+        f" CROSS JOIN LATERAL {_passage('r.description', 'r.folded_description')} hd"
+        f" CROSS JOIN LATERAL {_passage('r.path_words', 'r.folded_path_words')} hp"
         " ORDER BY r.score DESC, r.agent_id, r.path"
     )
     return sql, [params[0], RANK_WEIGHTS, *params[1:], limit, offset, *[_HEADLINE] * 3]
+
+
+def _passage(text: str, folded: str) -> str:
+    """A subquery of one row: ``h``, the headline of ``text`` (over its folded copy when
+    it has one), and ``o``, when it has one, the original of the headline's passage (the
+    same characters, unfolded; None when the passage was not found verbatim in the
+    folded text, as when ts_headline replaced an HTML tag by a space)."""
+    plain = f"replace(replace(w.h, '{SNIPPET_OPEN}', ''), '{SNIPPET_CLOSE}', '')"
+    return (
+        "(SELECT y.h, CASE WHEN y.at > 0 THEN substr(y.t, y.at, y.n) END AS o FROM"
+        f" (SELECT w.t, w.h, strpos(w.f, {plain}) AS at, length({plain}) AS n FROM"
+        f" (SELECT x.t, x.f, ts_headline('{CONFIG}', COALESCE(x.f, x.t), r.q, %s) AS h FROM"
+        f" (SELECT {text} AS t, {folded} AS f) x) w) y)"
+    )
+
+
+def restored(headline: object, original: object) -> str:
+    """A headline made over a folded text, with the original's characters put back
+    around its marks (``original``: the passage unfolded, or None: keep the headline)."""
+    text = str(headline or "")
+    if not isinstance(original, str):
+        return text
+    marks = (SNIPPET_OPEN, SNIPPET_CLOSE)
+    if len(text) - sum(text.count(m) for m in marks) != len(original):
+        return text
+    out: list[str] = []
+    chars = iter(original)
+    for ch in text:
+        out.append(ch if ch in marks else next(chars))
+    return "".join(out)

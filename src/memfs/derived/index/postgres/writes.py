@@ -1,11 +1,34 @@
 """The PostgreSQL index's write session: the SQLite index's writes (``derived/index/
-writes.py`` and ``runs.py``), one for one, inside one READ COMMITTED transaction that
-holds the index's write lock (``connection.WRITE_LOCK``).
+writes.py`` and ``runs.py``), one for one, inside one READ COMMITTED transaction.
+
+Locks (transaction-scoped advisory locks, shared by every server):
+
+- **Per agent.** The first statement of a session that names an agent (a read such as
+  ``agent()`` or ``run_row()``, or a write) first takes that agent's lock, and the
+  index's lock ``WRITE_LOCK`` in shared mode. Writers of one agent queue; writers of
+  different agents run side by side. Every statement after the lock sees what the
+  agent's previous writers committed (READ COMMITTED).
+- **Everything.** Writes that span agents (``clear_tables``: reindex) and the schema's
+  migrations take ``WRITE_LOCK`` exclusively: they wait for every writer, and every
+  writer waits for them.
+- **The clock.** Visibility stamps are not decided under either lock: two agents'
+  commits may have read the same clock. Each session that stamped rows takes the clock
+  row (``UPDATE meta … 'clock'``) as its last statement before COMMIT, in the same
+  round trip: ``stamp = max(clock + 1, the stamps it was given)``, and its rows'
+  stamps are set to it. The clock row's lock orders the stamps as the commits become
+  visible: a commit not yet visible in the snapshot that answered a readTimestamp took
+  the clock row after the one that snapshot saw, so it is stamped after that
+  readTimestamp (see connection.py).
+
+Keys and triggers live in the bucket only (create-if-absent decides between servers):
+no index lock is involved. Runs lock their agent (their rows are the agent's).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -13,13 +36,58 @@ from typing import Any
 from psycopg import Cursor
 
 from memfs.derived.index.postgres import search
-from memfs.derived.index.postgres.reads import PgRead, encode_text
+from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
 from memfs.derived.index.rows import listing_text, live_delta
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit
 from memfs.domain.content import metadata_text
 from memfs.errors import CorruptionError
+
+# The index's lock: "memfs" in ASCII, a key no other application of the database is
+# likely to use. Shared by per-agent writers, exclusive for writes of every agent.
+WRITE_LOCK = 0x6D656D6673
+# The namespace of the per-agent locks (the two-key form: a lock space apart from
+# WRITE_LOCK's), "memf"; the second key is a hash of the agent id (a collision makes
+# two agents queue on one lock: slower, never wrong).
+AGENT_LOCKS = 0x6D656D66
+_LOCK_AGENT = "SELECT pg_advisory_xact_lock(%s::int4, %s::int4)"
+_LOCK_FIRST_AGENT = (
+    "SELECT pg_advisory_xact_lock_shared(%s::int8), pg_advisory_xact_lock(%s::int4, %s::int4)"
+)
+_LOCK_ALL = "SELECT pg_advisory_xact_lock(%s::int8)"
+# The clock step, the one statement that moves the clock: to at least the highest value
+# asked (inspect's pin, reindex's old clock, a log's own stamps), never back; and for a
+# session that stamped rows with given stamps from ``least`` to ``most``, past them all,
+# shifted past the clock when it had reached the least (their order kept): then
+# ``clock - most`` is the shift each stamp gets. NULLs: nothing asked, nothing stamped.
+_CLOCK_STEP = "UPDATE meta SET value=GREATEST(value, %s::int8, %s::int8 + GREATEST(0, value + 1 - %s::int8)) WHERE key='clock'"
+# Each template reads the shift (the clock as this transaction wrote it, minus the
+# session's highest given stamp) first and last; rows are untouched when it is 0.
+_SHIFT = "((SELECT value FROM meta WHERE key='clock') - %s)"
+_PAIRS = "(path, version) IN (SELECT * FROM unnest(%s::text[], %s::int8[]))"
+_SHIFT_COMMIT = (
+    f"UPDATE commits SET visible_at=visible_at + {_SHIFT} WHERE agent_id=%s AND revision=%s"
+    f" AND {_SHIFT} > 0"
+)
+_SHIFT_OPENED = (
+    f"UPDATE versions SET visible_from=visible_from + {_SHIFT} WHERE agent_id=%s"
+    f" AND {_PAIRS} AND {_SHIFT} > 0"
+)
+_SHIFT_CLOSED = (
+    f"UPDATE versions SET visible_to=visible_to + {_SHIFT} WHERE agent_id=%s"
+    f" AND {_PAIRS} AND {_SHIFT} > 0"
+)
+_SHIFT_STEP = (
+    f"UPDATE run_steps SET visible_at=visible_at + {_SHIFT} WHERE agent_id=%s AND run_id=%s"
+    f" AND seq=%s AND {_SHIFT} > 0"
+)
+
+
+def agent_key(agent_id: str) -> int:
+    """The agent's lock key: a signed 32-bit hash of its id (the same on every server)."""
+    return int.from_bytes(hashlib.sha256(agent_id.encode()).digest()[:4], "big", signed=True)
+
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _PUT_RUN = (
@@ -39,18 +107,81 @@ def summary(entry: bytes) -> str:
 
 
 class PgWrite(PgRead):
-    """A write transaction holding the index's write lock."""
+    """A write transaction: agents' locks taken as it names them, the clock at the end."""
+
+    def __init__(self, conn: Conn) -> None:
+        super().__init__(conn)
+        self._agents: set[str] = set()  # whose lock this session holds
+        self._everything = False  # holds WRITE_LOCK exclusively
+        self._raise_to: int | None = None  # the clock is raised to at least this
+        self._given: tuple[int, int] | None = None  # least and most stamp given to rows
+        self._shifts: list[tuple[str, Sequence[Any]]] = []  # the stamped rows
+
+    # --- locks and the clock step -------------------------------------------------
+
+    def holds(self, agent_id: str) -> bool:
+        """Whether this session holds ``agent_id``'s lock (or every agent's)."""
+        return self._everything or agent_id in self._agents
+
+    def lock_agent(self, agent_id: str) -> None:
+        """Take ``agent_id``'s lock (and the shared index lock) unless held."""
+        if self.holds(agent_id):
+            return
+        if self._agents:
+            self._run(_LOCK_AGENT, (AGENT_LOCKS, agent_key(agent_id)))
+        else:
+            self._run(_LOCK_FIRST_AGENT, (WRITE_LOCK, AGENT_LOCKS, agent_key(agent_id)))
+        self._agents.add(agent_id)
+
+    def lock_everything(self) -> None:
+        """Take the index's lock exclusively: no other writer runs until this commits."""
+        if not self._everything:
+            self._run(_LOCK_ALL, (WRITE_LOCK,))
+            self._everything = True
+
+    def _raise(self, at: int) -> None:
+        self._raise_to = at if self._raise_to is None else max(self._raise_to, at)
+
+    def _stamped(self, at: int, shift: str, params: Sequence[Any]) -> None:
+        """Rows were stamped ``at``: ``shift`` moves them with the clock step."""
+        least, most = self._given or (at, at)
+        self._given = (min(least, at), max(most, at))
+        self._shifts.append((shift, params))
+
+    def finish(self) -> None:
+        """COMMIT, after the clock step when the session stamped rows or raised the
+        clock: the clock row, the shifts and COMMIT in one round trip."""
+        if self._given is None and self._raise_to is None:
+            self.conn.execute("COMMIT")
+            return
+        least, most = self._given or (None, None)
+        with self.conn.pipeline():
+            self._run(_CLOCK_STEP, (self._raise_to, most, least))
+            for sql, params in self._shifts:
+                self._run(sql, (most, *params, most))
+            self.conn.execute("COMMIT")
+
+    # --- commits --------------------------------------------------------------------
 
     def apply_commit(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool:
         """Record ``commit`` (idempotent: False if its revision is already there)."""
+        self.lock_agent(commit.agent_id)
         if self._insert_commit(commit, visible_at, entry).rowcount == 0:
             return False
         # The rest depends on no answer: sent as one pipeline, one round trip rather
         # than one per statement (a commit of one change is seven statements).
         with self.conn.pipeline():
             self._apply_changes(commit, visible_at, contents)
+        agent = commit.agent_id
+        opened = [(c.path, c.version) for c in commit.changes]
+        closed = [(p, v - 1) for p, v in opened if v > 1]
+        self._stamped(visible_at, _SHIFT_COMMIT, (agent, commit.revision))
+        for shift, pairs in ((_SHIFT_OPENED, opened), (_SHIFT_CLOSED, closed)):
+            if pairs:
+                paths, versions = zip(*pairs, strict=True)
+                self._stamped(visible_at, shift, (agent, list(paths), list(versions)))
         return True
 
     def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
@@ -169,7 +300,6 @@ class PgWrite(PgRead):
             " memory_bytes=memory_bytes+%s WHERE agent_id=%s",
             (commit.revision, commit.ts, commit.agent_name, *live_delta(commit), agent),
         )
-        self.raise_clock(visible_at)
 
     def bulk_load(
         self,
@@ -180,6 +310,7 @@ class PgWrite(PgRead):
         """Index a whole log into an agent's empty rows: the rows ``apply_commit`` of
         each commit writes (visible at its timestamp), every statement in one pipeline
         (the rows are empty, so no answer is waited for until the end)."""
+        self.lock_agent(agent)
         with self.conn.pipeline():
             return self._load(entries, blob)
 
@@ -210,24 +341,29 @@ class PgWrite(PgRead):
                 raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
             self._insert_commit(commit, commit.ts, text.encode())
             self._apply_changes(commit, commit.ts, contents)
+            self._raise(commit.ts)  # the log's own stamps: the clock is raised to them
             count += 1
         return count
 
     def clear_damage(self, agent_id: str) -> None:
+        self.lock_agent(agent_id)
         self._run("DELETE FROM damage WHERE agent_id=%s", (agent_id,))
 
     def clear_tables(self, tables: Iterable[str]) -> None:
         for table in tables:
             if table not in DERIVED_TABLES:
                 raise ValueError(f"not an index table: {table!r}")
+            self.lock_everything()  # every agent's rows
             self._run(f"DELETE FROM {table}")
 
     def drop_agent(self, agent_id: str, *, runs: bool = True) -> None:
+        self.lock_agent(agent_id)
         for table in DERIVED_TABLES:
             if runs or table not in ("runs", "run_steps"):
                 self._run(f"DELETE FROM {table} WHERE agent_id=%s", (agent_id,))
 
     def mark_damaged(self, agent_id: str, file: str, reason: str) -> None:
+        self.lock_agent(agent_id)
         self._run(
             "INSERT INTO damage VALUES(%s,%s,%s) ON CONFLICT(agent_id) DO UPDATE"
             " SET file=excluded.file, reason=excluded.reason",
@@ -235,6 +371,7 @@ class PgWrite(PgRead):
         )
 
     def put_agent(self, agent_id: str, name: str, store_id: str, created_at: int) -> None:
+        self.lock_agent(agent_id)  # two creators of one id queue; the bucket decides
         self._run(
             "INSERT INTO agents(agent_id, name, store_id, created_at) VALUES(%s,%s,%s,%s)"
             " ON CONFLICT DO NOTHING",
@@ -242,11 +379,10 @@ class PgWrite(PgRead):
         )
 
     def raise_clock(self, at: int) -> None:
-        """Move the visibility clock forward to ``at`` (never back). The clock row is
-        updated inside this transaction, which holds the write lock: every node's
-        commit reads the clock and raises it under that lock, so one stamped after a
-        reader saw the clock always gets a later ``visible_at`` (see connection.py)."""
-        self._run("UPDATE meta SET value=GREATEST(value, %s) WHERE key='clock'", (at,))
+        """Move the visibility clock forward to ``at`` (never back), at the clock step
+        (``finish``): taking the clock row now would hold it, and queue every other
+        writer behind this transaction, until it commits."""
+        self._raise(at)
 
     def savepoint(self, name: str) -> None:
         self._run(f'SAVEPOINT "{_name(name)}"')
@@ -258,6 +394,7 @@ class PgWrite(PgRead):
         self._run(f'RELEASE SAVEPOINT "{_name(name)}"')
 
     def put_run(self, values: Sequence[Any]) -> None:
+        self.lock_agent(str(values[0]))  # RUN_FIELDS begin with agent_id
         self._run(_PUT_RUN, list(values))
 
     def add_run_step(
@@ -271,10 +408,13 @@ class PgWrite(PgRead):
         attempt: int,
         detail: str,
     ) -> None:
-        self._run(
+        self.lock_agent(agent_id)
+        added = self._run(
             "INSERT INTO run_steps VALUES(%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
             (agent_id, run_id, seq, at, visible_at, kind, attempt, detail),
         )
+        if added.rowcount:  # a step already there keeps its stamp
+            self._stamped(visible_at, _SHIFT_STEP, (agent_id, run_id, seq))
 
     def purge_search(self) -> None:
         """Nothing to merge: a deleted row's words live only in its dead tuple and GIN
@@ -282,10 +422,38 @@ class PgWrite(PgRead):
         inside this transaction)."""
 
     def forget_delivery(self, agent_id: str, run_id: str) -> None:
+        self.lock_agent(agent_id)
         self._run(
             "UPDATE runs SET delivery_key=NULL WHERE agent_id=%s AND run_id=%s",
             (agent_id, run_id),
         )
+
+
+def _locking(read: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(read)
+    def locked(self: PgWrite, agent_id: str, *args: Any, **kwargs: Any) -> Any:
+        if self.holds(agent_id):
+            return read(self, agent_id, *args, **kwargs)
+        # The lock and the read in one round trip: the server runs them in order, so
+        # the read still starts once the lock is granted.
+        with self.conn.pipeline():
+            self.lock_agent(agent_id)
+            return read(self, agent_id, *args, **kwargs)
+
+    return locked
+
+
+# Every read of one agent, in a write session, takes that agent's lock first: what a
+# writer reads of an agent (its head, a run's row) no other writer of it changes
+# until this one commits.
+for _read_name, _read in vars(PgRead).items():
+    if (
+        not _read_name.startswith("_")
+        and callable(_read)
+        and _read_name not in vars(PgWrite)
+        and list(inspect.signature(_read).parameters)[1:2] == ["agent_id"]
+    ):
+        setattr(PgWrite, _read_name, _locking(_read))
 
 
 def _name(name: str) -> str:
