@@ -59,6 +59,8 @@ _BACKTICKS = re.compile(r"`+")
 def extract_links(content: str, source_path: str) -> list[str]:
     """Absolute memory paths (``/memories/...``) that ``content`` links to, each once,
     in order of first appearance. Never raises."""
+    if "[" not in content:
+        return []  # every form starts with a bracket; most memories hold none
     folder = source_path.rsplit("/", 1)[0] if "/" in source_path else ""
     found: dict[str, None] = {}  # an ordered set
     for match in _LINK.finditer(_mask_code(content)):

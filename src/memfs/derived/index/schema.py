@@ -6,10 +6,11 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memfs.derived.index.links import LINKS_TABLE, fill_links
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 _SCHEMA = """
@@ -68,7 +69,7 @@ CREATE TABLE IF NOT EXISTS blobs(
 CREATE TABLE IF NOT EXISTS damage(
   agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
 ) WITHOUT ROWID;
-""" + f"{DOCS_TABLE};\n{FTS_TABLE};\n"
+""" + f"{DOCS_TABLE};\n{FTS_TABLE};\n{LINKS_TABLE};\n"
 
 
 # Every table keyed by agent: what erasing an agent or a full reindex clears.
@@ -83,6 +84,7 @@ DERIVED_TABLES = (
     "run_steps",
     "damage",
     "search_docs",  # with its search_fts rows (see search.drop_docs)
+    "links",
 )
 
 
@@ -147,6 +149,9 @@ MIGRATIONS = (
     Migration("listing_column", 1, _add_listing_column),
     Migration("search_index", 2, _add_search_index),
     Migration("agent_counts", 3, _add_agent_counts),
+    # Inspect's graph edges read each stored version's links from a table kept by every
+    # commit, not from every version's content (links.py); filled here once.
+    Migration("links_table", 4, fill_links),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

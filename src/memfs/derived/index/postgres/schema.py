@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import Connection
 
+from memfs.derived.index.links import link_rows
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import decode_row
 from memfs.derived.index.rows import listing_text
@@ -73,6 +74,16 @@ TABLES = (
   PRIMARY KEY(agent_id, sha256))""",
     f"""CREATE TABLE IF NOT EXISTS damage(
   agent_id {C} PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL)""",
+)
+
+# Each stored version's links (the SQLite index's ``links.py``).
+LINKS_TABLE = f"""CREATE TABLE IF NOT EXISTS links(
+  agent_id {C} NOT NULL, path {C} NOT NULL, version BIGINT NOT NULL, idx BIGINT NOT NULL,
+  target {C} NOT NULL, visible_from BIGINT NOT NULL,
+  PRIMARY KEY(agent_id, path, version, idx))"""
+ADD_LINK = (
+    "INSERT INTO links VALUES(%s,%s,%s,%s,%s,%s) ON CONFLICT(agent_id, path, version, idx)"
+    " DO UPDATE SET target=excluded.target, visible_from=excluded.visible_from"
 )
 
 
@@ -145,6 +156,35 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
             description if isinstance(description, str) else None,
             bytes(content) if isinstance(content, (bytes, memoryview)) else None,
         )
+
+
+def _add_links(conn: Connection[tuple[object, ...]]) -> None:
+    """Inspect's graph edges read each stored version's links from a table kept by
+    every commit (filled here once from the versions and their cached contents, in
+    primary-key batches so memory stays bounded)."""
+    conn.execute(LINKS_TABLE)
+    conn.execute("DELETE FROM links")
+    seek: tuple[str, str, int] = ("", "", 0)
+    while True:
+        rows = conn.execute(
+            "SELECT v.agent_id, v.path, v.version, v.visible_from, b.content FROM versions v"
+            " LEFT JOIN blobs b ON b.agent_id=v.agent_id AND b.sha256=v.sha256"
+            " WHERE (v.agent_id, v.path, v.version) > (%s, %s, %s) AND v.sha256 IS NOT NULL"
+            " ORDER BY v.agent_id, v.path, v.version LIMIT 1000",
+            seek,
+        ).fetchall()
+        if not rows:
+            return
+        found = []
+        for agent, path, version, visible, content in rows:
+            data = bytes(content) if isinstance(content, (bytes, memoryview)) else None
+            found += link_rows(str(agent), str(path), int(str(version)), int(str(visible)), data)
+        with conn.cursor() as cur:
+            cur.executemany(ADD_LINK, found)
+        last = rows[-1]
+        seek = (str(last[0]), str(last[1]), int(str(last[2])))
+
+
 def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
     """Each agents row keeps its memories' count and total bytes (filled here, once)."""
     conn.execute("ALTER TABLE agents ADD COLUMN IF NOT EXISTS memory_count BIGINT NOT NULL DEFAULT 0")
@@ -168,6 +208,7 @@ MIGRATIONS = (
     Migration("listing_column", 1, _add_listing_column),
     Migration("search_index", 2, ensure_search),
     Migration("agent_counts", 3, _add_agent_counts),
+    Migration("links_table", 4, _add_links),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 
@@ -194,6 +235,7 @@ def create(conn: Connection[tuple[object, ...]]) -> None:
     """Every table and index (IF NOT EXISTS), and the schema and clock rows."""
     for statement in TABLES:
         conn.execute(statement)
+    conn.execute(LINKS_TABLE)
     ensure_search(conn)
     conn.execute(
         "INSERT INTO meta VALUES('schema', %s) ON CONFLICT(key) DO NOTHING", (SCHEMA_VERSION,)

@@ -12,8 +12,10 @@ from typing import Any
 
 from psycopg import Cursor
 
+from memfs.derived.index.links import link_rows
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import PgRead, encode_text
+from memfs.derived.index.postgres.schema import ADD_LINK
 from memfs.derived.index.rows import listing_text, live_delta
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
 from memfs.derived.index.schema import DERIVED_TABLES
@@ -163,6 +165,10 @@ class PgWrite(PgRead):
                 )
                 content = bytes(row[0]) if row is not None else None
             search.index_doc(self.conn, agent, change.path, change.after, description, content)
+            links = link_rows(agent, change.path, change.version, visible_at, content)
+            if links:
+                with self.conn.cursor() as cur:
+                    cur.executemany(ADD_LINK, links)
         self._run(
             "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
             " name=COALESCE(%s, name), memory_count=memory_count+%s,"
