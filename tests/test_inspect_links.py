@@ -2,7 +2,7 @@
 computation did (every stored version's content read and its links extracted), on
 both engines.
 
-The old edges walker is kept here, only as the oracle. Each test walks inspect in
+The old edges walker is kept in tests/inspect_oracle.py, only as the oracle. Each test walks inspect in
 small pages, every listing at once (chunks, nodes, edges, log), twice side by side:
 once with the oracle in place of the edges walker, once as shipped. Commits land
 between the pages (and before a pinned walk's first page). Page by page the two walks
@@ -21,46 +21,18 @@ from typing import Any
 
 import pytest
 
+from inspect_oracle import patched
 from memfs.core import inspect
 from memfs.core.planner import Delete, Move, Op, Put
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
-from memfs.derived.index.base import ReadSession
 from memfs.domain.commits import parse_ts
-from memfs.domain.links import extract_links
 
 SIGNER = Signer(b"inspect-links-test-key" * 2)
 SCOPE = "team"
 AGENTS = ("team", "team/a", "team/b", "teamx")  # teamx: outside the scope
 LIMITS = {"chunks": 4, "nodes": 5, "edges": 3, "log": 3}
 NAMES = ("a", "b", "docs/c", "docs/deep/d", "e", "docs/f")
-
-
-def old_edges(
-    conn: ReadSession, target: inspect.Target, pin: int, after: Any
-) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """The edges walker as it was before the links table (the oracle)."""
-    skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
-    first = True
-    for row in inspect._versions(conn, target, pin, inspect._resume(after)):
-        links = extract_links(inspect._content(conn, row[0], row[3]), row[1])
-        for i, link in enumerate(links):
-            if first and inspect._same(after, row) and i <= skip_through:
-                continue
-            live = conn.live_version_at(row[0], link, pin)
-            yield (
-                [row[0], row[1], row[2], i],
-                {
-                    "agentId": row[0],
-                    "source": f"{row[0]}:{row[1]}@{row[2]}",
-                    "sourcePath": row[1],
-                    "sourceVersion": row[2],
-                    "targetPath": link,
-                    "target": f"{row[0]}:{link}@{live}" if live is not None else None,
-                    "targetExists": live is not None,
-                },
-            )
-        first = False
 
 
 def content(rng: random.Random) -> bytes:
@@ -150,13 +122,8 @@ class Walk:
         """The next page: each listing's items, and its token decoded (pin, position)."""
         wanted = LIMITS if not self.started else {k: v for k, v in self.tokens.items() if v}
         pages = {k: inspect.Page(LIMITS[k], self.tokens[k]) for k in wanted}
-        shipped = inspect._edges
-        if self.old:
-            inspect._edges = old_edges  # type: ignore[assignment]
-        try:
+        with patched(self.old):
             body = inspect.inspect(self.store, self.target, pages, self.as_of, SIGNER)
-        finally:
-            inspect._edges = shipped  # type: ignore[assignment]
         self.started = True
         names = {"chunks": "nextChunkToken", "nodes": "nextNodeToken"}
         names |= {"edges": "nextEdgeToken", "log": "nextLogToken"}
@@ -235,15 +202,10 @@ def test_a_default_page_of_edges_equals_the_old_one_at_every_position(store: Sto
             token: str | None = None
             walked: list[Any] = []
             while True:
-                shipped = inspect._edges
-                if old:
-                    inspect._edges = old_edges  # type: ignore[assignment]
-                try:
+                with patched(old):
                     body = inspect.inspect(
                         store, target, {"edges": inspect.Page(limit, token)}, None, SIGNER
                     )
-                finally:
-                    inspect._edges = shipped  # type: ignore[assignment]
                 token = body["nextEdgeToken"] or None
                 walked.append(
                     (
