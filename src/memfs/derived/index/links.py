@@ -14,7 +14,8 @@ is then one primary-key range from its token's position, filtered on
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from memfs.domain.links import extract_links
 
@@ -45,34 +46,41 @@ def add_links(conn: sqlite3.Connection, rows: Iterable[LinkRow]) -> None:
     conn.executemany("INSERT OR REPLACE INTO links VALUES(?,?,?,?,?,?)", rows)
 
 
-def fill_links(conn: sqlite3.Connection) -> None:
-    """Fill the table from every stored version and its cached content (migration
-    ``links_table``), in primary-key batches so memory stays bounded."""
-    conn.execute(LINKS_TABLE)
-    conn.execute("DELETE FROM links")
-    for batch in _versions_with_content(conn):
-        add_links(conn, (row for v in batch for row in link_rows(*v)))
+# The stored versions after a key, with their cached contents: the migration's batches.
+BACKFILL_SELECT = (
+    "SELECT v.agent_id, v.path, v.version, v.visible_from, b.content FROM versions v"
+    " LEFT JOIN blobs b ON b.agent_id=v.agent_id AND b.sha256=v.sha256"
+    " WHERE (v.agent_id, v.path, v.version) > (?, ?, ?) AND v.sha256 IS NOT NULL"
+    " ORDER BY v.agent_id, v.path, v.version LIMIT 1000"
+)
 
 
-def _versions_with_content(
-    conn: sqlite3.Connection,
-) -> Iterator[list[tuple[str, str, int, int, bytes | None]]]:
+def backfill(
+    fetch: Callable[[tuple[str, str, int]], Sequence[Sequence[Any]]],
+) -> Iterator[list[LinkRow]]:
+    """The rows of every stored version, a batch at a time: ``fetch(seek)`` runs
+    ``BACKFILL_SELECT`` in the engine's dialect (primary-key batches keep memory
+    bounded). Pure; both engines' migration ``links_table`` use it."""
     seek: tuple[str, str, int] = ("", "", 0)
     while True:
-        rows = conn.execute(
-            "SELECT v.agent_id, v.path, v.version, v.visible_from, b.content FROM versions v"
-            " LEFT JOIN blobs b ON b.agent_id=v.agent_id AND b.sha256=v.sha256"
-            " WHERE (v.agent_id, v.path, v.version) > (?, ?, ?) AND v.sha256 IS NOT NULL"
-            " ORDER BY v.agent_id, v.path, v.version LIMIT 1000",
-            seek,
-        ).fetchall()
+        rows = fetch(seek)
         if not rows:
             return
-        yield [
-            (str(a), str(p), int(v), int(f), bytes(c) if c is not None else None)
-            for a, p, v, f, c in rows
-        ]
+        found: list[LinkRow] = []
+        for agent, path, version, visible, content in rows:
+            data = bytes(content) if isinstance(content, (bytes, memoryview)) else None
+            found += link_rows(str(agent), str(path), int(version), int(visible), data)
+        yield found
         seek = (str(rows[-1][0]), str(rows[-1][1]), int(rows[-1][2]))
+
+
+def fill_links(conn: sqlite3.Connection) -> None:
+    """Fill the table from every stored version and its cached content (migration
+    ``links_table``)."""
+    conn.execute(LINKS_TABLE)
+    conn.execute("DELETE FROM links")
+    for batch in backfill(lambda seek: conn.execute(BACKFILL_SELECT, seek).fetchall()):
+        add_links(conn, batch)
 
 
 def agent_links(conn: sqlite3.Connection, agent_id: str) -> list[tuple[str, int, int, str, int]]:

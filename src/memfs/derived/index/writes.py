@@ -11,7 +11,13 @@ from typing import Any
 
 from memfs.derived.index import search
 from memfs.derived.index.links import LinkRow, add_links, link_rows
-from memfs.derived.index.rows import listing_text, live_delta
+from memfs.derived.index.rows import (
+    listing_text,
+    live_delta,
+    memory_row,
+    metadata_json,
+    version_row,
+)
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit, parse_ts
 from memfs.domain.content import Scalar, metadata_text
@@ -90,22 +96,10 @@ def apply_commit(
                 (commit.ts, visible_at, agent, change.path, change.version - 1),
             )
         description, metadata = change.description, change.metadata
-        meta_json = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+        meta_json = metadata_json(change)
         conn.execute(
             "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,NULL,?,NULL)",
-            (
-                agent,
-                change.path,
-                change.version,
-                commit.revision,
-                change.operation,
-                change.after,
-                change.size,
-                description,
-                meta_json,
-                commit.ts,
-                visible_at,
-            ),
+            version_row(commit, change, visible_at, meta_json),
         )
         if change.before is not None:  # only a live memory has metadata rows
             conn.execute(
@@ -122,20 +116,7 @@ def apply_commit(
             " bytes=excluded.bytes, description=excluded.description,"
             " metadata=excluded.metadata, updated_at=excluded.updated_at,"
             " listing=excluded.listing",
-            (
-                agent,
-                change.path,
-                change.version,
-                change.after,
-                change.size,
-                description,
-                meta_json,
-                commit.ts,
-                commit.ts,
-                listing_text(
-                    change.path, change.size, change.after, description, change.version, commit.ts
-                ),
-            ),
+            memory_row(commit, change, meta_json),
         )
         if metadata:
             conn.executemany(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import Connection
 
-from memfs.derived.index.links import link_rows
+from memfs.derived.index.links import BACKFILL_SELECT, backfill
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import decode_row
 from memfs.derived.index.rows import listing_text
@@ -160,29 +160,13 @@ def ensure_search(conn: Connection[tuple[object, ...]]) -> None:
 
 def _add_links(conn: Connection[tuple[object, ...]]) -> None:
     """Inspect's graph edges read each stored version's links from a table kept by
-    every commit (filled here once from the versions and their cached contents, in
-    primary-key batches so memory stays bounded)."""
+    every commit (filled here once from the versions and their cached contents)."""
     conn.execute(LINKS_TABLE)
     conn.execute("DELETE FROM links")
-    seek: tuple[str, str, int] = ("", "", 0)
-    while True:
-        rows = conn.execute(
-            "SELECT v.agent_id, v.path, v.version, v.visible_from, b.content FROM versions v"
-            " LEFT JOIN blobs b ON b.agent_id=v.agent_id AND b.sha256=v.sha256"
-            " WHERE (v.agent_id, v.path, v.version) > (%s, %s, %s) AND v.sha256 IS NOT NULL"
-            " ORDER BY v.agent_id, v.path, v.version LIMIT 1000",
-            seek,
-        ).fetchall()
-        if not rows:
-            return
-        found = []
-        for agent, path, version, visible, content in rows:
-            data = bytes(content) if isinstance(content, (bytes, memoryview)) else None
-            found += link_rows(str(agent), str(path), int(str(version)), int(str(visible)), data)
+    select = BACKFILL_SELECT.replace("?", "%s")
+    for batch in backfill(lambda seek: conn.execute(select, seek).fetchall()):
         with conn.cursor() as cur:
-            cur.executemany(ADD_LINK, found)
-        last = rows[-1]
-        seek = (str(last[0]), str(last[1]), int(str(last[2])))
+            cur.executemany(ADD_LINK, batch)
 
 
 def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
