@@ -295,6 +295,15 @@ async def before_after(
             new.append(await timed(app, requests))
         o, n = benchkit.median(old), benchkit.median(new)
         say(f"  {name}: before {ms(o, 1)}, after {ms(n, 1)}")
+        if name == "inspect page (console)":
+            # Where the page's time goes now: memory:inspect one section at a time.
+            for section in ("vectors", "graph", "log"):
+                one = json.dumps({section: {}}).encode()
+                request = [("POST", f"/v1/agents/{agent}/memory:inspect", json_body, one)]
+                times = [await timed(app, request) for _ in range(max(3, args.rounds // 2))]
+                report.add(
+                    f"memory:inspect, {section} section alone", ms(benchkit.median(times), 1)
+                )
         report.add(
             f"{name}: before (edges from contents) / after (links table)",
             f"{o / n:,.0f}x ({ms(o, 1)} vs {ms(n, 1)})",
