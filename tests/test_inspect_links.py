@@ -26,6 +26,7 @@ from memfs.core import inspect
 from memfs.core.planner import Delete, Move, Op, Put
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
+from memfs.derived.index import walks
 from memfs.domain.commits import parse_ts
 
 SIGNER = Signer(b"inspect-links-test-key" * 2)
@@ -217,3 +218,39 @@ def test_a_default_page_of_edges_equals_the_old_one_at_every_position(store: Sto
                     break
             positions[old] = walked
         assert positions[False] == positions[True]
+
+
+def test_an_edges_page_reads_no_content_and_seeks_the_links_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """300 versions without links and one with: the edges page finds that one without
+    reading any content (the old walk read all 301), by a primary-key range."""
+    store = Store(tmp_path / "data")
+    try:
+        store.create_agent("solo")
+        ops: list[Op] = [Put(f"/memories/n{i:03d}.md", b"# no links\n") for i in range(300)]
+        store.apply("solo", ops, actor="t")
+        store.write("solo", "/memories/z.md", b"see [[n001]] and [[gone]]\n", actor="t")
+
+        def no_content(*_args: object) -> str:
+            raise AssertionError("an edges page read a content")
+
+        monkeypatch.setattr(inspect, "_content", no_content)
+        target = inspect.Target("agent", "solo")
+        body = inspect.inspect(store, target, {"edges": inspect.Page(100, None)}, None, SIGNER)
+        got = [(e["targetPath"], e["target"]) for e in body["graph"]["edges"]]
+        assert got == [
+            ("/memories/n001.md", "solo:/memories/n001.md@1"),
+            ("/memories/gone.md", None),
+        ]
+        with store.index.read() as conn:
+            plan = " ".join(
+                str(row[-1])
+                for row in conn.execute(
+                    "EXPLAIN QUERY PLAN " + walks.LINK_ROWS,
+                    (1 << 62, 1 << 62, "solo", "", 0, -1, "solo\x00", 1 << 62, 101),
+                )
+            )
+        assert "SEARCH l USING PRIMARY KEY" in plan and "TEMP B-TREE" not in plan, plan
+    finally:
+        store.close()

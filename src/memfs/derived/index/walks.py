@@ -61,13 +61,15 @@ def link_rows(
 
     Columns: agent_id, path, version, idx, target, live target version (or None).
     """
-    rows: list[Row] = conn.execute(
-        f"SELECT l.agent_id, l.path, l.version, l.idx, l.target, {LIVE_TARGET} FROM links l"
-        " WHERE (l.agent_id, l.path, l.version, l.idx) > (?, ?, ?, ?) AND l.agent_id < ?"
-        " AND l.visible_from<=? ORDER BY l.agent_id, l.path, l.version, l.idx LIMIT ?",
-        (pin, pin, *seek, high, pin, limit),
-    ).fetchall()
+    rows: list[Row] = conn.execute(LINK_ROWS, (pin, pin, *seek, high, pin, limit)).fetchall()
     return rows
+
+
+LINK_ROWS = (
+    f"SELECT l.agent_id, l.path, l.version, l.idx, l.target, {LIVE_TARGET} FROM links l"
+    " WHERE (l.agent_id, l.path, l.version, l.idx) > (?, ?, ?, ?) AND l.agent_id < ?"
+    " AND l.visible_from<=? ORDER BY l.agent_id, l.path, l.version, l.idx LIMIT ?"
+)
 
 
 _COMMIT_STEPS = (
