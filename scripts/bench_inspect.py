@@ -11,8 +11,10 @@ Each size is one agent, grown with multi-change commits (``Store.apply``, ``--ba
 Puts each) over ``versions / 10`` paths: every path has ten versions (nine of them
 superseded), each version two heading chunks and one wiki link. The small agent is
 measured before the big one is built. At each size, inspect (called in-process, as the HTTP route does) is timed for one
-page of each listing — chunks (50), graph nodes (100), log (50) — at the start, the
-middle and the end of the walk, pinned at the store's ``readTimestamp``. Then the
+page of each listing — chunks (50), graph nodes (100), graph edges (100), log (50) —
+at the start, the middle and the end of the walk, pinned at the store's
+``readTimestamp``; each edges page also with the old edges walk (every version's
+content read, tests/inspect_oracle.py), interleaved, for a before/after in one run. Then the
 whole agent is walked pinned (chunks, pages of 200; at both sizes, or only the small
 one with ``--quick``) and compared with a plain ``SELECT`` of the same agent's
 versions in the same run.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gc
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,11 +45,15 @@ from memfs.core.tokens import Signer
 from memfs.derived.worktree import WorkTree
 from memfs.domain.commits import parse_ts
 
+sys.path.insert(0, str(benchkit.REPO / "tests"))
+# the old edges walk, for the before/after of the edges pages
+from inspect_oracle import patched
+
 AGENTS = {"small": "bench/small", "big": "bench/big"}
 ACTOR = "bench"
 VERSIONS_PER_PATH = 10
 # listing → page size measured (the contract's defaults)
-PAGES = {"chunks": 50, "nodes": 100, "log": 50}
+PAGES = {"chunks": 50, "nodes": 100, "edges": 100, "log": 50}
 WALK_PAGE = 200
 
 
@@ -140,8 +147,11 @@ def positions(store: Store, agent: str, listing: str, pin: int, limit: int) -> d
                     " LIMIT 1 OFFSET ?",
                     (agent, pin, offset),
                 ).fetchone()
-                # chunks: after chunk 1 (the last) of that version; nodes: after it
-                return [*row, 1] if listing == "chunks" else list(row)
+                # chunks: after chunk 1 (the last) of that version; edges: after its one
+                # link; nodes: after it
+                if listing in ("chunks", "edges"):
+                    return [*row, 1 if listing == "chunks" else 0]
+                return list(row)
 
         span = limit // (2 if listing == "chunks" else 1)  # versions (commits) in a page
         if total < 2 * span:
@@ -170,16 +180,25 @@ def page_latency(
             )
             body = call(store, signer, agent, listing, limit, token, pin)
             got = body["vectors"]["chunks"] if listing == "chunks" else None
-            got = got if got is not None else body.get("graph", {}).get("nodes")
+            got = got if got is not None else body.get("graph", {}).get(listing)
             got = got if got is not None else body["log"]["steps"]
             if len(got) != limit:  # like is compared with like: full pages only
                 raise SystemExit(f"{listing} page at {where} has {len(got)} items, not {limit}")
             samples: list[float] = []
+            before: list[float] = []
             for _ in range(repeat):
                 began = time.perf_counter()
                 call(store, signer, agent, listing, limit, token, pin)
                 samples.append(time.perf_counter() - began)
+                if listing == "edges":  # the old walk, interleaved (tests/inspect_oracle.py)
+                    with patched(True):
+                        began = time.perf_counter()
+                        old = call(store, signer, agent, listing, limit, token, pin)
+                        before.append(time.perf_counter() - began)
+                    assert old["graph"] == body["graph"], "the old walk answers the same page"
             out[(listing, where)] = samples
+            if before:
+                out[("edges, old walk", where)] = before
     return out
 
 
@@ -270,6 +289,14 @@ def main(argv: list[str] | None = None) -> int:
             "build (Store.apply, tree off)",
             f"{big:,} versions in {building:.0f} s ({big / building:,.0f} versions/s)",
         )
+        for where in ("start", "middle", "end"):
+            for size in (small, big):
+                old = benchkit.median(latency[size][("edges, old walk", where)])
+                new = benchkit.median(latency[size][("edges", where)])
+                report.add(
+                    f"edges page of 100 at {where}, {size:,}: old walk / links table",
+                    f"{ms(old, 2)} / {ms(new, 2)} = {old / new:.1f}x",
+                )
         for listing, limit in PAGES.items():
             for where in ("start", "middle", "end"):
                 a = benchkit.median(latency[small][(listing, where)])

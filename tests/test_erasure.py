@@ -59,7 +59,9 @@ def session(call: Call, agent: str, marker: str) -> None:
         ).status_code
         == 201
     )
-    command = {"command": "create", "path": "/memories/tool.md", "file_text": f"{marker} tool"}
+    # A link whose target names the marker: inspect's links table holds that path.
+    text = f"{marker} tool, see [[{marker}-target]]"
+    command = {"command": "create", "path": "/memories/tool.md", "file_text": text}
     assert call("POST", agent_url(agent, "/memory:command"), json=command).json()["ok"]
     rename = {"command": "rename", "old_path": "/memories/tool.md", "new_path": "/memories/t2.md"}
     assert call("POST", agent_url(agent, "/memory:command"), json=rename).json()["ok"]

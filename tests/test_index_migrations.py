@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from memfs.core import inspect
 from memfs.core.search import search
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
@@ -22,12 +23,19 @@ from memfs.derived.index.schema import MIGRATIONS
 AGENT = "alice"
 
 
+def _schema_5(conn: sqlite3.Connection) -> None:
+    """Before the links table of inspect's graph edges."""
+    conn.execute("DROP TABLE links")
+
+
 def _schema_4(conn: sqlite3.Connection) -> None:
     """Schema 5's step (fold_accents) is the PostgreSQL index's: the same shape here."""
+    _schema_5(conn)
 
 
 def _schema_3(conn: sqlite3.Connection) -> None:
     """Before agents rows kept their memories' count and bytes."""
+    _schema_4(conn)
     conn.execute("ALTER TABLE agents DROP COLUMN memory_count")
     conn.execute("ALTER TABLE agents DROP COLUMN memory_bytes")
 
@@ -52,6 +60,7 @@ OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {
     2: _schema_2,
     3: _schema_3,
     4: _schema_4,
+    5: _schema_5,
 }
 
 
@@ -73,6 +82,14 @@ def _listing(store: Store) -> tuple[list[str], list[str]]:
     return [m.path for m in page], texts
 
 
+def _edges(store: Store) -> list[dict[str, object]]:
+    pages = {"edges": inspect.Page(500, None)}
+    target = inspect.Target("agent", AGENT)
+    body = inspect.inspect(store, target, pages, None, Signer(b"k" * 32))
+    edges: list[dict[str, object]] = body["graph"]["edges"]
+    return edges
+
+
 @pytest.mark.parametrize("schema", sorted(OLDER))
 def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, schema: int) -> None:
     data = tmp_path / "data"
@@ -80,8 +97,12 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
     store.create_agent(AGENT, None)
     for name in ("b.md", "a.md", "notes/c.md"):
         text = f"---\ndescription: {name}\n---\nthe body of zebra{name[0]}\n"
+        text += "see [[a]], [b](../b.md) and [[gone]]\n"
         store.write(AGENT, f"/memories/{name}", text.encode(), actor="t")
+    store.write(AGENT, "/memories/a.md", b"now [[notes/c]] only\n", actor="t")
     before = _listing(store)
+    edges = _edges(store)
+    assert len(edges) == 2 + 2 + 3 + 1  # "../b.md" from /memories is above the root
     before_stats = store.agent_stats(AGENT)
     with store.index.write() as conn:
         OLDER[schema](conn)
@@ -97,6 +118,7 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         assert "damage" in tables
         assert _listing(reopened) == before
+        assert _edges(reopened) == edges  # the links table filled from the versions
         assert reopened.agent_stats(AGENT) == (3, before_stats[1])  # counted when migrated
         # Memories written before the full-text index existed are found by their words.
         found_by_body = search(reopened, Signer(b"k" * 32), agent_id=AGENT, query="zebran")

@@ -18,6 +18,11 @@ from memfs.domain.commits import CREATED, Change, Commit
 AGENT = "alice"
 
 
+def _schema_5(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Before the links table of inspect's graph edges."""
+    conn.execute("DROP TABLE links")
+
+
 def _schema_4(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Before accents were folded in Python: no folded copies, and a dictionary ahead
     of the stemmer (unaccent then; ``simple`` stands in, as pgserver's build has none)."""
@@ -29,6 +34,7 @@ def _schema_4(conn: psycopg.Connection[tuple[object, ...]]) -> None:
         "ALTER TEXT SEARCH CONFIGURATION memfs_search ALTER MAPPING FOR asciiword, word"
         " WITH simple, memfs_english"
     )
+    _schema_5(conn)
 
 
 def _schema_3(conn: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -58,6 +64,7 @@ OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
     2: _schema_2,
     3: _schema_3,
     4: _schema_4,
+    5: _schema_5,
 }
 
 
@@ -71,7 +78,7 @@ def _fill(idx: PostgresIndex) -> None:
     with idx.write_session() as s:
         s.put_agent(AGENT, "Alice", "store-1", 5)
         for revision, name in enumerate(("b.md", "a.md", "notes/c.md"), start=1):
-            data = f"---\ndescription: {name}\n---\n".encode()
+            data = f"---\ndescription: {name}\n---\n[[a]] and [x](c.md)\n".encode()
             sha = hashlib.sha256(data).hexdigest()
             change = Change(
                 f"/memories/{name}",
@@ -87,11 +94,12 @@ def _fill(idx: PostgresIndex) -> None:
             s.apply_commit(commit, revision * 1000, {sha: data}, commit.to_bytes())
 
 
-def _listing(idx: PostgresIndex) -> tuple[bytes, list[str]]:
+def _listing(idx: PostgresIndex) -> tuple[bytes, list[str], list[tuple[object, ...]]]:
     with idx.read_session() as s:
         page = s.list_memories_json(AGENT, "", after=None, limit=100, depth_one=False)
         rows = sorted(r[6] for r in s.live_rows(AGENT))
-    return page.memories, rows
+        links = s.link_rows(("", "", 0, -1), AGENT + "\x00", 1 << 62, 100)
+    return page.memories, rows, links
 
 
 @pytest.mark.parametrize("schema", sorted(OLDER))
@@ -101,6 +109,7 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(
     idx = PostgresIndex(postgres_url, pool_size=2)
     _fill(idx)
     before = _listing(idx)
+    assert len(before[2]) == 6  # two links in each of three versions
     with idx.read_session() as s:
         before_stats = s.agent_stats(AGENT)
     assert before_stats[0] == 3

@@ -17,8 +17,9 @@ import pytest
 
 from memfs.canonical import layout
 from memfs.canonical.durable import TEMP_PREFIX
-from memfs.core import healing, maintenance
+from memfs.core import healing, inspect, maintenance
 from memfs.core.store import Store
+from memfs.core.tokens import Signer
 from memfs.derived.index import FolderEntry, MemoryRow
 from memfs.domain import paths
 from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
@@ -393,6 +394,37 @@ def test_a_stale_memory_count_in_the_index_is_derived_and_repaired(
     assert maintenance.fsck(store, repair=True).ok
     assert maintenance.fsck(store).ok
     assert store.agent_stats(agent) == right
+
+
+def _edges(store: Store, agent: str) -> list[dict[str, Any]]:
+    pages = {"edges": inspect.Page(500, None)}
+    body = inspect.inspect(store, inspect.Target("agent", agent), pages, None, Signer(b"k" * 32))
+    edges: list[dict[str, Any]] = body["graph"]["edges"]
+    return edges
+
+
+def test_a_missing_or_left_over_link_row_is_derived_and_repaired(store: Store, agent: str) -> None:
+    """Inspect's edges come from the index's links table: fsck compares it with the
+    links of every stored version's content and --repair rebuilds it (reindex)."""
+    populate(store, agent)
+    store.write(agent, "/memories/l.md", b"[[a]] [b](dir/big.md) [[nowhere]]\n", actor=ACTOR)
+    store.write(agent, "/memories/l.md", b"only [[a]]\n", actor=ACTOR)
+    right = _edges(store, agent)
+    assert len(right) == 4 and maintenance.fsck(store).ok
+    sql(store, "DELETE FROM links WHERE path='/memories/l.md' AND version=1 AND idx=1")
+    sql(store, f"INSERT INTO links VALUES('{agent}', '/memories/a.md', 2, 0, '/memories/x.md', 1)")
+    assert _edges(store, agent) != right
+
+    report = maintenance.fsck(store)
+    assert report.damaged == [] and not report.ok
+    found = [d for d in report.derived if "link rows" in d]
+    assert any("1 link rows" in d and "missing" in d and "/memories/l.md@1" in d for d in found)
+    assert any("left over" in d and "/memories/a.md@2 -> /memories/x.md" in d for d in found)
+    assert all("fix: memfs reindex" in d for d in found), found
+
+    assert maintenance.fsck(store, repair=True).ok
+    assert maintenance.fsck(store).ok
+    assert _edges(store, agent) == right
 
 
 def test_stale_working_tree_file_is_derived_and_repaired(store: Store, agent: str) -> None:

@@ -25,7 +25,6 @@ from memfs.core.tokens import Signer, query_digest
 from memfs.derived.index.base import ReadSession
 from memfs.domain.chunking import Chunk, split_chunks
 from memfs.domain.commits import format_ts, now_us, parse_ts
-from memfs.domain.links import extract_links
 from memfs.domain.shapes import INSPECT_TAIL
 from memfs.errors import Damaged, InvalidRequest
 
@@ -226,12 +225,7 @@ def _versions(conn: ReadSession, target: Target, pin: int, after: Any) -> Iterat
     skip to ``after`` row by row, so a page cost grew with its place in the walk.)
     """
     key = tuple(after[:3]) if isinstance(after, list) and len(after) >= 3 else ("", "", 0)
-    # agent-id spans [low, high): the agent itself (no id holds NUL), then a scope's
-    # sub-agents, which sort between scope + "/" and scope + "0".
-    spans = [(target.ident, target.ident + "\x00")]
-    if target.kind == "scope":
-        spans.append((target.ident + "/", target.ident + "0"))
-    for low, high in spans:
+    for low, high in _spans(target):
         seek = max(key, (low, "", 0))
         while True:
             rows = conn.version_rows(seek, high, pin, _BATCH)
@@ -239,6 +233,15 @@ def _versions(conn: ReadSession, target: Target, pin: int, after: Any) -> Iterat
             if len(rows) < _BATCH:
                 break
             seek = (rows[-1][0], rows[-1][1], rows[-1][2])
+
+
+def _spans(target: Target) -> list[tuple[str, str]]:
+    """Agent-id spans [low, high) of a target: the agent itself (no id holds NUL), then
+    a scope's sub-agents, which sort between scope + "/" and scope + "0"."""
+    spans = [(target.ident, target.ident + "\x00")]
+    if target.kind == "scope":
+        spans.append((target.ident + "/", target.ident + "0"))
+    return spans
 
 
 def _validity(row: tuple[Any, ...], pin: int) -> tuple[str | None, bool]:
@@ -292,7 +295,7 @@ _EMPTY = Chunk(index=0, start=0, end=0, heading=None, text="", truncated=False)
 
 
 def _resume(after: Any) -> Any:
-    """Start the version walk at the version a token stopped inside (chunk or link)."""
+    """Start the version walk at the version a chunk token stopped inside."""
     if isinstance(after, list) and len(after) == 4:
         return [after[0], after[1], after[2] - 1]
     return after
@@ -327,27 +330,34 @@ def _nodes(
 def _edges(
     conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
-    skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
-    first = True
-    for row in _versions(conn, target, pin, _resume(after)):
-        links = extract_links(_content(conn, row[0], row[3]), row[1])
-        for i, link in enumerate(links):
-            if first and _same(after, row) and i <= skip_through:
-                continue
-            live = conn.live_version_at(row[0], link, pin)
-            yield (
-                [row[0], row[1], row[2], i],
-                {
-                    "agentId": row[0],
-                    "source": f"{row[0]}:{row[1]}@{row[2]}",
-                    "sourcePath": row[1],
-                    "sourceVersion": row[2],
-                    "targetPath": link,
-                    "target": f"{row[0]}:{link}@{live}" if live is not None else None,
-                    "targetExists": live is not None,
-                },
-            )
-        first = False
+    """The links of every stored version visible at ``pin``, by (agent, path, version,
+    link index): the index's links table (kept by each commit from the version's
+    content, ``extract_links`` order), one primary-key range sought from ``after``,
+    so a page never reads contents and its cost does not grow with the history."""
+    key = tuple(after) if isinstance(after, list) and len(after) == 4 else ("", "", 0, -1)
+    batch = LIMITS["edges"][0] + 1  # a default page and the one row that says "more"
+    for low, high in _spans(target):
+        seek = max(key, (low, "", 0, -1))
+        while True:
+            rows = conn.link_rows(seek, high, pin, batch)
+            for row in rows:
+                live = row[5]
+                yield (
+                    [row[0], row[1], row[2], row[3]],
+                    {
+                        "agentId": row[0],
+                        "source": f"{row[0]}:{row[1]}@{row[2]}",
+                        "sourcePath": row[1],
+                        "sourceVersion": row[2],
+                        "targetPath": row[4],
+                        "target": f"{row[0]}:{row[4]}@{live}" if live is not None else None,
+                        "targetExists": live is not None,
+                    },
+                )
+            if len(rows) < batch:
+                break
+            seek = (rows[-1][0], rows[-1][1], rows[-1][2], rows[-1][3])
+            batch = _BATCH
 
 
 _LAST = 1 << 62  # after any revision

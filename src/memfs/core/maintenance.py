@@ -29,6 +29,7 @@ from memfs.canonical import durable, layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core.store import CommitResult, Delete, Op, Put, Store
 from memfs.derived import index
+from memfs.derived.index.base import ReadSession
 from memfs.derived.worktree import WorkTree
 from memfs.domain import content as contentlib
 from memfs.domain import paths
@@ -603,6 +604,7 @@ def _check_index(
                     f" (kept {kept[0]} and {kept[1]}, live {live[0]} and {live[1]})"
                 )
             problems += _search_problems(agent_id, head, ix.search_rows(agent_id))
+            problems += _link_problems(ix, agent_id)
     report.derived.extend(problems)
     if (problems or report.reindex_needed) and repair:
         # Damaged agents keep their rows (reindex refuses their files); the rest rebuild.
@@ -627,6 +629,33 @@ def _search_problems(
             out.append(
                 f"index: the full-text row of {len(found)} memories of {agent_id!r}"
                 f" is {what} (first: {found[0]}){fix}"
+            )
+    return out
+
+
+def _link_problems(ix: ReadSession, agent_id: str) -> list[str]:
+    """The links table of an agent (inspect's edges) against the links of each stored
+    version's cached content, as the commit that stored it wrote them."""
+    contents = dict(ix.cached_blobs(agent_id))
+    want: set[tuple[Any, ...]] = set()
+    seek: tuple[str, str, int] = (agent_id, "", 0)
+    while True:
+        rows = ix.version_rows(seek, agent_id + "\x00", 1 << 62, 1000)
+        for row in rows:
+            for link in index.link_rows(agent_id, row[1], row[2], row[10], contents.get(row[3])):
+                want.add(link[1:])
+        if len(rows) < 1000:
+            break
+        seek = (agent_id, rows[-1][1], rows[-1][2])
+    have = set(ix.agent_links(agent_id))
+    fix = f" — fix: {FIX_REINDEX} (or {FIX_REPAIR})"
+    out: list[str] = []
+    for what, found in (("missing", want - have), ("left over", have - want)):
+        if found:
+            first = min(found)
+            out.append(
+                f"index: {len(found)} link rows of {agent_id!r} are {what}"
+                f" (first: {first[0]}@{first[1]} -> {first[3]}){fix}"
             )
     return out
 

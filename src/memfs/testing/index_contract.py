@@ -24,42 +24,10 @@ import pytest
 
 from memfs.derived.index.base import Index, ReadSession
 from memfs.derived.index.schema import SCHEMA_VERSION
-from memfs.domain.commits import CREATED, DELETED, MODIFIED, RENAMED, Change, Commit
-from memfs.domain.content import Scalar
+from memfs.domain.commits import CREATED, DELETED, RENAMED, Change, Commit
 from memfs.domain.search_query import parse_query
-
-AGENT = "alice"
-
-
-def _commit(revision: int, path: str, data: bytes, ts: int) -> tuple[Commit, dict[str, bytes]]:
-    sha = hashlib.sha256(data).hexdigest()
-    change = Change(path, CREATED, 1, None, sha, len(data), content=data.decode())
-    return Commit(AGENT, revision, ts, "tester", "m", (change,)), {sha: data}
-
-
-def _change(
-    path: str,
-    data: bytes,
-    *,
-    version: int = 1,
-    before: str | None = None,
-    description: str | None = None,
-    metadata: dict[str, Scalar] | None = None,
-) -> tuple[Change, dict[str, bytes]]:
-    sha = hashlib.sha256(data).hexdigest()
-    operation = CREATED if before is None else MODIFIED
-    change = Change(
-        path,
-        operation,
-        version,
-        before,
-        sha,
-        len(data),
-        data.decode(),
-        description=description,
-        metadata=metadata or {},
-    )
-    return change, {sha: data}
+from memfs.testing.index_fixtures import AGENT, _change, _commit
+from memfs.testing.index_links_contract import LinksContract
 
 
 def _found(
@@ -75,7 +43,7 @@ def _found(
     return [f"{h.agent_id}:{h.path}" if target[0] == "scope" else h.path for h in hits]
 
 
-class IndexContract:
+class IndexContract(LinksContract):
     """What every index promises; subclasses say how to open one."""
 
     def open_index(self, path: Path) -> Index:
@@ -620,7 +588,7 @@ class IndexContract:
         """Reindex's bulk load gives the rows that applying each commit gives."""
         data = b"---\ndescription: first\nkind: a\n---\n"
         sha = hashlib.sha256(data).hexdigest()
-        newer = b"second\n"
+        newer = b"second, see [[y]] and [z](sub/z.md)\n"
         nsha = hashlib.sha256(newer).hexdigest()
         made = Change(
             "/memories/x.md",
@@ -633,7 +601,9 @@ class IndexContract:
             description="first",
             metadata={"kind": "a"},
         )
-        updated = Change("/memories/x.md", "updated", 2, sha, nsha, len(newer), content="second\n")
+        updated = Change(
+            "/memories/x.md", "updated", 2, sha, nsha, len(newer), content=newer.decode()
+        )
         other, other_contents = _commit(2, "/memories/y.md", b"y\n", ts=2_000)
         gone = Change("/memories/y.md", DELETED, 2, other.changes[0].after, None)
         log = [
@@ -672,17 +642,21 @@ class IndexContract:
                             r.count_memories(AGENT, "", depth_one=False, filters=[("kind", "a")]),
                             r.version_rows(("", "", 0), AGENT + "\x00", 10_000, 10),
                             r.step_rows("agent", AGENT, (-1, -1), 10_000, 10, commits=True),
+                            r.link_rows(("", "", 0, -1), AGENT + "\x00", 10_000, 10),
+                            r.agent_links(AGENT),
                         )
                     )
             finally:
                 opened.close()
         assert answers[0] == answers[1]
+        assert [x[4] for x in answers[0][-2]] == ["/memories/y.md", "/memories/sub/z.md"]
         agent = answers[1][0]
         assert agent is not None and (agent.name, agent.revision, agent.last_ts) == (
             "Renamed",
             4,
             4_000,
         )
+
     def test_the_agent_row_keeps_its_memory_count_and_bytes_through_every_change(
         self, tmp_path: Path
     ) -> None:

@@ -12,6 +12,8 @@ Tables (schema ``SCHEMA_VERSION``):
   damage(agent_id, file, reason)         agents found damaged (their routes answer 503)
   search_docs(doc, agent_id, path, sha256) + search_fts(path, description, body)
                                           the FTS5 full-text index of live memories
+  links(agent_id, path, version, idx, target, visible_from)
+                                          each stored version's links (inspect's edges)
   meta(key, value)                        schema version and the visibility clock
 
 The file is watched: a transaction that finds it deleted or replaced (another inode)
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from memfs.derived.index import base
 from memfs.derived.index.connection import Index, file_is_current
+from memfs.derived.index.links import link_rows
 from memfs.derived.index.reads import (
     PathStates,
     agent,
@@ -156,6 +159,7 @@ __all__ = [
     "has_version_larger_than",
     "is_folder",
     "last_version",
+    "link_rows",
     "list_memories",
     "list_memories_json",
     "listing_page",

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from memfs.domain.commits import Commit
+from memfs.domain.commits import Change, Commit
 from memfs.domain.content import Scalar
 from memfs.domain.listing import listing_fields
 from memfs.domain.records import AgentRow as AgentRow
@@ -165,3 +165,49 @@ def live_delta(commit: Commit) -> tuple[int, int]:
     last = {c.path: c for c in commit.changes}
     live = [c for c in last.values() if c.after is not None]
     return len(live), sum(c.size for c in live)
+
+
+def metadata_json(change: Change) -> str:
+    """A change's metadata as the versions and memories rows keep it."""
+    return _encode(change.metadata)
+
+
+def version_row(
+    commit: Commit, change: Change, visible_at: int, meta_json: str
+) -> tuple[object, ...]:
+    """The new versions row of a change, without its (NULL) ``valid_to`` and
+    ``visible_to``: agent, path, version, revision, operation, sha256, bytes,
+    description, metadata, valid_from, visible_from. Both engines insert exactly this."""
+    return (
+        commit.agent_id,
+        change.path,
+        change.version,
+        commit.revision,
+        change.operation,
+        change.after,
+        change.size,
+        change.description,
+        meta_json,
+        commit.ts,
+        visible_at,
+    )
+
+
+def memory_row(commit: Commit, change: Change, meta_json: str) -> tuple[object, ...]:
+    """The memories row a stored change leaves (an update keeps the row's created_at:
+    the engines' upserts leave it out of the columns they update)."""
+    assert change.after is not None  # a tombstone leaves no memories row
+    return (
+        commit.agent_id,
+        change.path,
+        change.version,
+        change.after,
+        change.size,
+        change.description,
+        meta_json,
+        commit.ts,
+        commit.ts,
+        listing_text(
+            change.path, change.size, change.after, change.description, change.version, commit.ts
+        ),
+    )

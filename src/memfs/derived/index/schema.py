@@ -6,10 +6,11 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memfs.derived.index.links import LINKS_TABLE, fill_links
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 _SCHEMA = (
@@ -70,7 +71,7 @@ CREATE TABLE IF NOT EXISTS damage(
   agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
 ) WITHOUT ROWID;
 """
-    + f"{DOCS_TABLE};\n{FTS_TABLE};\n"
+    + f"{DOCS_TABLE};\n{FTS_TABLE};\n{LINKS_TABLE};\n"
 )
 
 
@@ -86,6 +87,7 @@ DERIVED_TABLES = (
     "run_steps",
     "damage",
     "search_docs",  # with its search_fts rows (see search.drop_docs)
+    "links",
 )
 
 
@@ -158,6 +160,9 @@ MIGRATIONS = (
     # FTS5's tokenizer folds them here already: nothing changes, the number keeps the
     # two engines' schema numbers alike.
     Migration("fold_accents", 4, _nothing),
+    # Inspect's graph edges read each stored version's links from a table kept by every
+    # commit, not from every version's content (links.py); filled here once.
+    Migration("links_table", 5, fill_links),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from memfs.derived.index import reads, runs, search, walks, writes
+from memfs.derived.index import links, reads, runs, search, walks, writes
 from memfs.derived.index.rows import Connection, MemoryRead
 from memfs.derived.index.runs import RunRow
 from memfs.domain.commits import Commit
@@ -199,6 +199,14 @@ class SqliteRead:
 
     def live_version_at(self, agent_id: str, path: str, pin: int) -> int | None:
         return walks.live_version_at(self.conn, agent_id, path, pin)
+
+    def link_rows(
+        self, seek: tuple[str, str, int, int], high: str, pin: int, limit: int
+    ) -> list[tuple[Any, ...]]:
+        return walks.link_rows(self.conn, seek, high, pin, limit)
+
+    def agent_links(self, agent_id: str) -> list[tuple[str, int, int, str, int]]:
+        return links.agent_links(self.conn, agent_id)
 
     def step_rows(
         self, kind: str, ident: str, seek: tuple[Any, ...], pin: int, limit: int, *, commits: bool

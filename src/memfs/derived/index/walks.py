@@ -21,11 +21,11 @@ def version_rows(
     version) with agent < ``high``, by (agent, path, version): one primary-key range.
 
     Columns: agent_id, path, version, sha256, bytes, description, valid_from, valid_to,
-    visible_to, revision.
+    visible_to, revision, visible_from.
     """
     rows: list[Row] = conn.execute(
         "SELECT agent_id, path, version, sha256, bytes, description, valid_from,"
-        " valid_to, visible_to, revision FROM versions"
+        " valid_to, visible_to, revision, visible_from FROM versions"
         " WHERE (agent_id, path, version) > (?, ?, ?) AND agent_id < ?"
         " AND sha256 IS NOT NULL AND visible_from<=?"
         " ORDER BY agent_id, path, version LIMIT ?",
@@ -42,6 +42,34 @@ def live_version_at(conn: Connection, agent_id: str, path: str, pin: int) -> int
         (agent_id, path, pin, pin),
     ).fetchone()
     return int(row[0]) if row else None
+
+
+# The version of a link's target live at the pin (as ``live_version_at``), per row.
+LIVE_TARGET = (
+    "(SELECT t.version FROM versions t WHERE t.agent_id=l.agent_id AND t.path=l.target"
+    " AND t.visible_from<=? AND t.sha256 IS NOT NULL AND (t.visible_to IS NULL"
+    " OR t.visible_to>?) ORDER BY t.version LIMIT 1)"
+)
+
+
+def link_rows(
+    conn: Connection, seek: tuple[str, str, int, int], high: str, pin: int, limit: int
+) -> list[Row]:
+    """Links of stored versions visible at ``pin`` after ``seek`` = (agent, path,
+    version, idx) with agent < ``high``, in that order: one primary-key range of the
+    links table (``links.py``), each row with its target's version live at ``pin``.
+
+    Columns: agent_id, path, version, idx, target, live target version (or None).
+    """
+    rows: list[Row] = conn.execute(LINK_ROWS, (pin, pin, *seek, high, pin, limit)).fetchall()
+    return rows
+
+
+LINK_ROWS = (
+    f"SELECT l.agent_id, l.path, l.version, l.idx, l.target, {LIVE_TARGET} FROM links l"
+    " WHERE (l.agent_id, l.path, l.version, l.idx) > (?, ?, ?, ?) AND l.agent_id < ?"
+    " AND l.visible_from<=? ORDER BY l.agent_id, l.path, l.version, l.idx LIMIT ?"
+)
 
 
 _COMMIT_STEPS = (

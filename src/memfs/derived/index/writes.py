@@ -10,7 +10,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memfs.derived.index import search
-from memfs.derived.index.rows import listing_text, live_delta
+from memfs.derived.index.links import LinkRow, add_links, link_rows
+from memfs.derived.index.rows import (
+    listing_text,
+    live_delta,
+    memory_row,
+    metadata_json,
+    version_row,
+)
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit, parse_ts
 from memfs.domain.content import Scalar, metadata_text
@@ -89,22 +96,10 @@ def apply_commit(
                 (commit.ts, visible_at, agent, change.path, change.version - 1),
             )
         description, metadata = change.description, change.metadata
-        meta_json = json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+        meta_json = metadata_json(change)
         conn.execute(
             "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,NULL,?,NULL)",
-            (
-                agent,
-                change.path,
-                change.version,
-                commit.revision,
-                change.operation,
-                change.after,
-                change.size,
-                description,
-                meta_json,
-                commit.ts,
-                visible_at,
-            ),
+            version_row(commit, change, visible_at, meta_json),
         )
         if change.before is not None:  # only a live memory has metadata rows
             conn.execute(
@@ -121,20 +116,7 @@ def apply_commit(
             " bytes=excluded.bytes, description=excluded.description,"
             " metadata=excluded.metadata, updated_at=excluded.updated_at,"
             " listing=excluded.listing",
-            (
-                agent,
-                change.path,
-                change.version,
-                change.after,
-                change.size,
-                description,
-                meta_json,
-                commit.ts,
-                commit.ts,
-                listing_text(
-                    change.path, change.size, change.after, description, change.version, commit.ts
-                ),
-            ),
+            memory_row(commit, change, meta_json),
         )
         if metadata:
             conn.executemany(
@@ -154,6 +136,7 @@ def apply_commit(
             ).fetchone()
             content = bytes(row[0]) if row is not None else None
         search.index_doc(conn, agent, change.path, change.after, description, content)
+        add_links(conn, link_rows(agent, change.path, change.version, visible_at, content))
     name_sql = ", name=?" if commit.agent_name is not None else ""
     count, size = live_delta(commit)
     params: list[object] = [commit.revision, commit.ts, count, size]
@@ -285,6 +268,13 @@ def bulk_load(
     # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
     version_rows.sort(key=operator.itemgetter(1, 2))
     conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)
+    # Every stored version's links, from the contents just read (in key order, as above).
+    links: list[LinkRow] = []
+    for row in version_rows:
+        sha, number, visible = row[5], row[2], row[11]
+        if isinstance(sha, str) and isinstance(number, int) and isinstance(visible, int):
+            links += link_rows(agent, str(row[1]), number, visible, blobs.get(sha))
+    add_links(conn, links)
     conn.executemany(
         "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?,?)",
         [

@@ -15,6 +15,7 @@ from typing import Any
 
 from psycopg import Connection, Cursor
 
+from memfs.derived.index import walks
 from memfs.derived.index.postgres import search as fulltext
 from memfs.derived.index.rows import (
     _AFTER_SLASH,
@@ -555,12 +556,35 @@ class PgRead:
         op, bound = _below(high)
         return self._all(
             "SELECT agent_id, path, version, sha256, bytes, description, valid_from,"
-            " valid_to, visible_to, revision FROM versions"
+            " valid_to, visible_to, revision, visible_from FROM versions"
             f" WHERE (agent_id, path, version) > (%s, %s, %s) AND agent_id {op} %s"
             " AND sha256 IS NOT NULL AND visible_from<=%s"
             " ORDER BY agent_id, path, version LIMIT %s",
             (*seek, bound, pin, limit),
         )
+
+    def link_rows(
+        self, seek: tuple[str, str, int, int], high: str, pin: int, limit: int
+    ) -> list[tuple[Any, ...]]:
+        """Links of stored versions visible at ``pin`` after ``seek`` with agent below
+        ``high``, each with its target's live version (columns as ``walks.link_rows``)."""
+        op, bound = _below(high)
+        live = walks.LIVE_TARGET.replace("?", "%s")
+        return self._all(
+            f"SELECT l.agent_id, l.path, l.version, l.idx, l.target, {live} FROM links l"
+            " WHERE (l.agent_id, l.path, l.version, l.idx) > (%s, %s, %s, %s)"
+            f" AND l.agent_id {op} %s AND l.visible_from<=%s"
+            " ORDER BY l.agent_id, l.path, l.version, l.idx LIMIT %s",
+            (pin, pin, *seek, bound, pin, limit),
+        )
+
+    def agent_links(self, agent_id: str) -> list[tuple[str, int, int, str, int]]:
+        rows = self._all(
+            "SELECT path, version, idx, target, visible_from FROM links WHERE agent_id=%s"
+            " ORDER BY path, version, idx",
+            (agent_id,),
+        )
+        return [(str(p), int(v), int(i), str(t), int(f)) for p, v, i, t, f in rows]
 
     def live_version_at(self, agent_id: str, path: str, pin: int) -> int | None:
         row = self._one(

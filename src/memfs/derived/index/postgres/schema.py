@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from psycopg import Connection
 
+from memfs.derived.index.links import BACKFILL_SELECT, backfill
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import decode_row
 from memfs.derived.index.rows import listing_text
@@ -72,6 +73,16 @@ TABLES = (
   PRIMARY KEY(agent_id, sha256))""",
     f"""CREATE TABLE IF NOT EXISTS damage(
   agent_id {C} PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL)""",
+)
+
+# Each stored version's links (the SQLite index's ``links.py``).
+LINKS_TABLE = f"""CREATE TABLE IF NOT EXISTS links(
+  agent_id {C} NOT NULL, path {C} NOT NULL, version BIGINT NOT NULL, idx BIGINT NOT NULL,
+  target {C} NOT NULL, visible_from BIGINT NOT NULL,
+  PRIMARY KEY(agent_id, path, version, idx))"""
+ADD_LINK = (
+    "INSERT INTO links VALUES(%s,%s,%s,%s,%s,%s) ON CONFLICT(agent_id, path, version, idx)"
+    " DO UPDATE SET target=excluded.target, visible_from=excluded.visible_from"
 )
 
 
@@ -146,6 +157,17 @@ def _fold_accents(conn: Connection[tuple[object, ...]]) -> None:
         search.refresh_doc(conn, str(agent_id), str(path), str(description), str(body))
 
 
+def _add_links(conn: Connection[tuple[object, ...]]) -> None:
+    """Inspect's graph edges read each stored version's links from a table kept by
+    every commit (filled here once from the versions and their cached contents)."""
+    conn.execute(LINKS_TABLE)
+    conn.execute("DELETE FROM links")
+    select = BACKFILL_SELECT.replace("?", "%s")
+    for batch in backfill(lambda seek: conn.execute(select, seek).fetchall()):
+        with conn.cursor() as cur:
+            cur.executemany(ADD_LINK, batch)
+
+
 def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
     """Each agents row keeps its memories' count and total bytes (filled here, once)."""
     conn.execute(
@@ -174,6 +196,7 @@ MIGRATIONS = (
     Migration("search_index", 2, ensure_search),
     Migration("agent_counts", 3, _add_agent_counts),
     Migration("fold_accents", 4, _fold_accents),
+    Migration("links_table", 5, _add_links),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 
@@ -200,6 +223,7 @@ def create(conn: Connection[tuple[object, ...]]) -> None:
     """Every table and index (IF NOT EXISTS), and the schema and clock rows."""
     for statement in TABLES:
         conn.execute(statement)
+    conn.execute(LINKS_TABLE)
     ensure_search(conn)
     conn.execute(
         "INSERT INTO meta VALUES('schema', %s) ON CONFLICT(key) DO NOTHING", (SCHEMA_VERSION,)

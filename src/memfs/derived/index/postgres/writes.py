@@ -35,9 +35,16 @@ from typing import Any
 
 from psycopg import Cursor
 
+from memfs.derived.index.links import link_rows
 from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
-from memfs.derived.index.rows import listing_text, live_delta
+from memfs.derived.index.postgres.schema import ADD_LINK
+from memfs.derived.index.rows import (
+    live_delta,
+    memory_row,
+    metadata_json,
+    version_row,
+)
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit
@@ -216,22 +223,10 @@ class PgWrite(PgRead):
                     (commit.ts, visible_at, agent, change.path, change.version - 1),
                 )
             description, metadata = change.description, change.metadata
-            meta_json = _dumps(metadata)
+            meta_json = metadata_json(change)
             self._run(
                 "INSERT INTO versions VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,NULL,%s,NULL)",
-                (
-                    agent,
-                    change.path,
-                    change.version,
-                    commit.revision,
-                    change.operation,
-                    change.after,
-                    change.size,
-                    description,
-                    meta_json,
-                    commit.ts,
-                    visible_at,
-                ),
+                version_row(commit, change, visible_at, meta_json),
             )
             if change.before is not None:
                 self._run(
@@ -249,25 +244,7 @@ class PgWrite(PgRead):
                 " sha256=excluded.sha256, bytes=excluded.bytes,"
                 " description=excluded.description, metadata=excluded.metadata,"
                 " updated_at=excluded.updated_at, listing=excluded.listing",
-                (
-                    agent,
-                    change.path,
-                    change.version,
-                    change.after,
-                    change.size,
-                    description,
-                    meta_json,
-                    commit.ts,
-                    commit.ts,
-                    listing_text(
-                        change.path,
-                        change.size,
-                        change.after,
-                        description,
-                        change.version,
-                        commit.ts,
-                    ),
-                ),
+                memory_row(commit, change, meta_json),
             )
             if metadata:
                 with self.conn.cursor() as cur:
@@ -294,6 +271,10 @@ class PgWrite(PgRead):
                 )
                 content = bytes(row[0]) if row is not None else None
             search.index_doc(self.conn, agent, change.path, change.after, description, content)
+            links = link_rows(agent, change.path, change.version, visible_at, content)
+            if links:
+                with self.conn.cursor() as cur:
+                    cur.executemany(ADD_LINK, links)
         self._run(
             "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
             " name=COALESCE(%s, name), memory_count=memory_count+%s,"
