@@ -27,10 +27,13 @@ ratios to ``today``:
   points per batch, whatever its size; keeps create-if-absent (``link``) and "nothing
   or the whole file", but ``syncfs`` also flushes every other writer of the
   filesystem;
-- **append** (not a candidate as it stands, the floor of a segment-file log): write
-  the entry at the end of an open per-folder file, ``fdatasync``. No new inode, no
-  folder fsync, but no create-if-absent per key either (it needs framing, checksums,
-  an offset index and a migration: the issue's "one fsync per commit" lever).
+- **append** (the floor of a segment-file log): write the entry at the end of an open
+  per-folder file, ``fdatasync``. No new inode, no folder fsync, but no create-if-absent
+  per key, no framing, no lock;
+- **segments**: what ``LocalBackend.put_if_absent`` of a log key does now
+  (``canonical/segments.py``): under the agent's ``flock``, read what others appended,
+  check the key is absent (and no one-file entry of an old folder), append a framed,
+  checksummed entry, one ``fdatasync``. Each folder is one agent's log.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from pathlib import Path
 import benchkit
 
 from memfs.canonical import durable
+from memfs.canonical.backend import LocalBackend
 
 DATA = (b"x" * 2047) + b"\n"
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -110,6 +114,22 @@ def append(root: Path, folder: str, name: str) -> None:
             _SEGMENTS[folder] = fd
     os.write(fd, name.encode() + b"\n" + DATA)
     os.fdatasync(fd)
+
+
+class Segments:
+    """``LocalBackend.put_if_absent`` of the next log key of the folder's agent."""
+
+    def __init__(self, root: Path) -> None:
+        self.backend = LocalBackend(root)
+        self.lock = threading.Lock()
+        self.next: dict[str, int] = {}
+
+    def __call__(self, root: Path, folder: str, name: str) -> None:
+        with self.lock:
+            revision = self.next[folder] = self.next.get(folder, 0) + 1
+        key = f"agents/{folder}/.memfs/log/{revision:020d}.json"
+        if not self.backend.put_if_absent(key, DATA):
+            raise FileExistsError(key)
 
 
 class Group:
@@ -208,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             "tmpfile": tmpfile,
             "group": group,
             "append": append,
+            "segments": Segments(root),
         }
         shapes = [("1 writer", 1, 1, single), ("16 writers, 16 folders", 16, 16, per_thread),
                   ("16 writers, 1 folder", 16, 1, per_thread)]  # fmt: skip
