@@ -6,9 +6,11 @@ its frame's payload in place (its checksum then fails), or find its bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from memfs.canonical import layout, segments
+from memfs.canonical.backend import LocalBackend
 
 
 def segment_folder(data: Path, agent_id: str) -> Path:
@@ -68,3 +70,14 @@ def drop_frame(data: Path, agent_id: str, revision: int) -> None:
     path, start, length = where_is(data, agent_id, revision)
     raw = path.read_bytes()
     path.write_bytes(raw[: start - segments.HEADER.size] + raw[start + length :])
+
+
+def as_file_entry(
+    data: Path, agent_id: str, revision: int, change: Callable[[bytes], bytes]
+) -> None:
+    """Make entry ``revision`` a one-file entry (as an older memfs wrote them) holding
+    ``change`` of its bytes, its frame erased."""
+    backend = LocalBackend(data)
+    key = layout.log_key(agent_id, revision)
+    (data / key).write_bytes(change(backend.get(key)))
+    assert backend.drop_frame(key)

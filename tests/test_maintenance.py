@@ -22,7 +22,7 @@ from memfs.core.store import Store
 from memfs.derived.index import FolderEntry, MemoryRow
 from memfs.domain import paths
 from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
-from segment_files import drop_frame, flip_entry
+from segment_files import as_file_entry, drop_frame, flip_entry
 
 ACTOR = "test"
 BIG = ("# big\n" + "line with ü\n" * 2000).encode()
@@ -156,11 +156,9 @@ def test_reindex_refuses_a_damaged_entry_and_keeps_the_index(
     for i in range(6):
         store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
     before = snapshot(store)
-    # Damaged as a one-file entry of an older data folder can be (such a file is read
-    # before the segments; a damaged frame is tests/test_segments.py's).
-    entry = store.data_dir / layout.log_key(agent, 3)
-    data = store.backend.get(layout.log_key(agent, 3))
-    entry.write_bytes(damage(data))
+    # Damaged as a one-file entry of an older data folder can be (a damaged frame is
+    # tests/test_segments.py's).
+    as_file_entry(store.data_dir, agent, 3, damage)
     result = maintenance.reindex(store)
     # Only that agent is refused (and its rows kept, an intact copy); the other is rebuilt.
     assert [(a, f) for a, f, _why in result.damaged] == [(agent, layout.log_key(agent, 3))]

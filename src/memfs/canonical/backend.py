@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from memfs.canonical import durable, segments
+from memfs.errors import Damaged
 
 _READ_SIZE = 64 * 1024
 
@@ -94,8 +95,8 @@ class MemoryBackend:
 class LocalBackend:
     """Objects as files under ``root``: temp + fsync + ``os.link`` + directory fsync;
     log entries appended to the agent's segments (``canonical/segments.py``), one
-    fdatasync each. A log entry an older memfs wrote as a file is read from its file,
-    first (lazy dual read: old folders open as they are, nothing is moved)."""
+    fdatasync each. A log entry an older memfs wrote as a file is read from its file
+    (lazy dual read: old folders open as they are, nothing is moved)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -109,21 +110,37 @@ class LocalBackend:
         if entry is not None:
             folder, revision = entry
             log = self.segments.of(folder)
-            return log.append(revision, data, legacy=lambda: os.path.lexists(f"{self.root}/{key}"))
+            return log.append(revision, data)
         # Folder by folder from the root, never through a symlink (durable.open_folder).
         return durable.create_new_at(self.root, key.split("/"), data)
 
     def get(self, key: str) -> bytes:
-        try:
+        entry = segments.log_folder_of(key)
+        if entry is None:
             return self._get_file(key)
-        except MissingObject:
-            entry = segments.log_folder_of(key)
-            if entry is None:
-                raise
-        data = self.segments.of(entry[0]).get(entry[1])
+        # A frame this process knows of first (the common case, and a whole log read in
+        # order); then a one-file entry (an older folder's, or one fsck restored); then
+        # the segments read afresh (another process's append).
+        log = self.segments.of(entry[0])
+        try:
+            data = log.known(entry[1])
+        except Damaged:
+            data = None
+        if data is not None:
+            return data
+        with contextlib.suppress(MissingObject):
+            return self._get_file(key)
+        data = log.get(entry[1])
         if data is None:
             raise MissingObject(key)
         return data
+
+    def drop_frame(self, key: str) -> bool:
+        """Erase the segment frame of the log entry ``key``, keeping a one-file entry
+        of it (fsck --repair: the restored file is then the entry's only copy, so a
+        frame that reads as sound but is wrong can't shadow it)."""
+        entry = segments.log_folder_of(check_key(key))
+        return entry is not None and self.segments.of(entry[0]).erase(entry[1])
 
     def raw_log_entry(self, key: str) -> bytes:
         """The stored bytes of the log entry ``key``, checksum unchecked (for fsck's
@@ -163,9 +180,11 @@ class LocalBackend:
             os.close(fd)
 
     def exists(self, key: str) -> bool:
+        entry = segments.log_folder_of(check_key(key))
+        if entry is not None and entry[1] in self.segments.of(entry[0]).state.entries:
+            return True
         if self._path(key).is_file():
             return True
-        entry = segments.log_folder_of(key)
         return entry is not None and self.segments.of(entry[0]).has(entry[1])
 
     def list(self, prefix: str, start_after: str = "") -> Iterator[str]:

@@ -30,7 +30,8 @@ Why this is still "truth is immutable":
   naming ``memfs fsck``), never cut.
 
 Old data folders hold one file per entry (``log/<revision>.json``). Those stay where
-they are and are read first (see ``LocalBackend``): lazy dual read, nothing to move.
+they are and are read beside the segments (see ``LocalBackend.get``): lazy dual
+read, nothing to move.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import struct
 import threading
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -86,6 +87,8 @@ def segment_number(name: str) -> int | None:
 
 def log_folder_of(key: str) -> tuple[str, int] | None:
     """(log folder key, revision) when ``key`` is an agent's log entry, else None."""
+    if not key.endswith(".json") or "/.memfs/log/" not in key:
+        return None
     folder, _, name = key.rpartition("/")
     parts = folder.split("/")
     if len(parts) != 4 or parts[0] != "agents" or parts[2:] != [".memfs", "log"]:
@@ -133,6 +136,8 @@ class _State:
     entries: dict[int, _Slot] = field(default_factory=dict)
     broken: str | None = None  # unparseable bytes with frames after them: damage
     lock_fd: int = -1
+    dir_fd: int = -1  # the segments folder, reached without following a symlink
+    listed: bool = False  # the folder was listed since this state began
 
 
 class AgentLog:
@@ -151,6 +156,13 @@ class AgentLog:
         self.state = _State()
 
     # ---- reading ---------------------------------------------------------------------
+
+    def known(self, revision: int) -> bytes | None:
+        """The payload of ``revision`` if this process already knows where it is (no
+        lock, no scan: the read of a whole log goes frame by frame at this cost)."""
+        with self.mutex:
+            slot = self.state.entries.get(revision)
+            return None if slot is None else self._read(revision, slot)
 
     def get(self, revision: int) -> bytes | None:
         """The payload of ``revision``, None if no segment holds it."""
@@ -220,16 +232,14 @@ class AgentLog:
 
     # ---- writing ---------------------------------------------------------------------
 
-    def append(self, revision: int, payload: bytes, *, legacy: Callable[[], bool]) -> bool:
-        """Append ``revision`` unless it is stored; True if this call stored it.
-
-        ``legacy`` is asked under the lock: a one-file entry of an old folder counts
-        as stored."""
+    def append(self, revision: int, payload: bytes) -> bool:
+        """Append ``revision`` unless it is stored; True if this call stored it (a
+        one-file entry of an old folder counts as stored)."""
         if len(payload) >= _MAX_PAYLOAD:
             raise ValueError("a log entry this large is not a log entry")
         with self.mutex, self._locked(exclusive=True):
             state = self.state
-            if revision in state.entries or legacy():
+            if revision in state.entries or self._has_file(revision):
                 return False
             if state.broken is not None:
                 raise self._damaged(state.broken)
@@ -256,6 +266,16 @@ class AgentLog:
             tail.count += 1
             state.entries[revision] = _Slot(tail, start, len(payload))
             return True
+
+    def _has_file(self, revision: int) -> bool:
+        """Whether the log folder holds ``revision`` as a one-file entry (or anything
+        under its name: a symlink there is refused by reads, and taken here)."""
+        name = f"../{revision:0{_NAME_DIGITS}d}.json"  # beside segments/, no symlink between
+        try:
+            os.stat(name, dir_fd=self.state.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        return True
 
     def erase(self, revision: int) -> bool:
         """Overwrite the frame of ``revision`` (erasure and collection only): its header
@@ -312,65 +332,83 @@ class AgentLog:
         try:
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
             self.state.lock_fd = os.open(LOCK_NAME, flags, durable.FILE_MODE, dir_fd=folder)
-        finally:
+        except BaseException:
             os.close(folder)
+            raise
+        self.state.dir_fd = folder
         return self.state.lock_fd
 
     def _lock_is_current(self, fd: int) -> bool:
-        try:
-            now = os.stat(f"{self.root}/{'/'.join(self.parts)}/{LOCK_NAME}", follow_symlinks=False)
-        except OSError:
-            return False
-        held = os.fstat(fd)
-        return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+        # Erasure removes the folder and the lock file with it; only this name is ever
+        # the lock (made with O_CREAT, never renamed), so a lock file still linked is it.
+        return os.fstat(fd).st_nlink > 0
 
     def _reset(self) -> None:
         for segment in self.state.segments.values():
             with contextlib.suppress(OSError):
                 os.close(segment.fd)
-        if self.state.lock_fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(self.state.lock_fd)
+        for fd in (self.state.lock_fd, self.state.dir_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
         self.state = _State()
 
     def _scan(self, *, cut: bool) -> None:
         """Read the frames appended since the last scan (and segments made since)."""
         state = self.state
-        try:
-            folder = durable.open_folder(self.root, self.parts)
-        except (FileNotFoundError, NotADirectoryError):
-            self._reset()
+        tail = self._tail()
+        if state.listed and tail is not None and self._only_tail_grew(tail, cut=cut):
             return
+        folder = state.dir_fd
+        state.listed = True
+        names = sorted(n for n in os.listdir(folder) if segment_number(n) is not None)
+        for gone in set(state.segments) - set(names):
+            self._forget(state.segments.pop(gone))
+        for name in names:
+            segment = state.segments.get(name)
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode):
+                raise durable.refuse_symlink(f"{'/'.join(self.parts)}/{name}")
+            if segment is not None and segment.ino != (st.st_dev, st.st_ino):
+                self._forget(state.segments.pop(name))
+                segment = None
+            if segment is None:
+                flags = (os.O_RDWR if cut else os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
+                fd = os.open(name, flags, dir_fd=folder)
+                segment = _Segment(name, fd, (st.st_dev, st.st_ino))
+                state.segments[name] = segment
+            elif cut and not _writable(segment.fd):
+                fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+                os.close(segment.fd)
+                segment.fd = fd
+            if st.st_size < segment.end:  # shorter than its frames were: read afresh
+                self._forget(state.segments.pop(name))
+                state.segments[name] = segment = _Segment(
+                    name, _reopen(folder, name, cut), (st.st_dev, st.st_ino)
+                )
+            if st.st_size != segment.end:
+                self._read_frames(segment, st.st_size, newest=name == names[-1], cut=cut)
+
+    def _only_tail_grew(self, tail: _Segment, *, cut: bool) -> bool:
+        """Read what was appended to ``tail`` if nothing else changed, and say so.
+
+        Segments are only ever added as the next number and sealed ones never grow, so
+        "no segment after the tail, and the tail still linked" means the tail's new
+        frames are all there is to read: two system calls, not a folder listing."""
+        st = os.fstat(tail.fd)
+        if st.st_nlink == 0 or st.st_size < tail.end:
+            return False  # removed (erasure) or cut under us: list the folder afresh
+        following = segment_name((segment_number(tail.name) or 0) + 1)
         try:
-            names = sorted(n for n in os.listdir(folder) if segment_number(n) is not None)
-            for gone in set(state.segments) - set(names):
-                self._forget(state.segments.pop(gone))
-            for name in names:
-                segment = state.segments.get(name)
-                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-                if not stat.S_ISREG(st.st_mode):
-                    raise durable.refuse_symlink(f"{'/'.join(self.parts)}/{name}")
-                if segment is not None and segment.ino != (st.st_dev, st.st_ino):
-                    self._forget(state.segments.pop(name))
-                    segment = None
-                if segment is None:
-                    flags = (os.O_RDWR if cut else os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
-                    fd = os.open(name, flags, dir_fd=folder)
-                    segment = _Segment(name, fd, (st.st_dev, st.st_ino))
-                    state.segments[name] = segment
-                elif cut and not _writable(segment.fd):
-                    fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-                    os.close(segment.fd)
-                    segment.fd = fd
-                if st.st_size < segment.end:  # shorter than its frames were: read afresh
-                    self._forget(state.segments.pop(name))
-                    state.segments[name] = segment = _Segment(
-                        name, _reopen(folder, name, cut), (st.st_dev, st.st_ino)
-                    )
-                if st.st_size != segment.end:
-                    self._read_frames(segment, st.st_size, newest=name == names[-1], cut=cut)
-        finally:
-            os.close(folder)
+            os.stat(following, dir_fd=self.state.dir_fd, follow_symlinks=False)
+            return False
+        except FileNotFoundError:
+            pass
+        if cut and not _writable(tail.fd):
+            return False
+        if st.st_size != tail.end:
+            self._read_frames(tail, st.st_size, newest=True, cut=cut)
+        return True
 
     def _read_frames(self, segment: _Segment, size: int, *, newest: bool, cut: bool) -> None:
         """Index the frames of ``segment`` from its known end to ``size``."""
@@ -418,26 +456,18 @@ class AgentLog:
         entry made durable, once per segment."""
         number = 1 if tail is None else (segment_number(tail.name) or 0) + 1
         name = segment_name(number)
-        folder = durable.open_folder(self.root, self.parts, create=True)
-        try:
-            flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(name, flags, durable.FILE_MODE, dir_fd=folder)
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(name, flags, durable.FILE_MODE, dir_fd=self.state.dir_fd)
+        os.fsync(self.state.dir_fd)
         st = os.fstat(fd)
         segment = _Segment(name, fd, (st.st_dev, st.st_ino))
         self.state.segments[name] = segment
         return segment
 
     def _remove(self, segment: _Segment) -> None:
-        folder = durable.open_folder(self.root, self.parts)
-        try:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(segment.name, dir_fd=folder)
-            os.fsync(folder)
-        finally:
-            os.close(folder)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(segment.name, dir_fd=self.state.dir_fd)
+        os.fsync(self.state.dir_fd)
         self.state.segments.pop(segment.name, None)
         self._forget(segment)
 

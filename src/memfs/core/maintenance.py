@@ -559,6 +559,8 @@ def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None
         entry = _entry_from_index(store, agent_id, revision) if revision in copies.commits else None
         if entry is not None:
             durable.replace(store.data_dir / key, entry)
+            if isinstance(store.backend, LocalBackend):
+                store.backend.drop_frame(key)  # the restored file is the entry now
             report.restored.append(f"{key}: restored from the index's copy")
         elif revision > copies.head and _last_entry(store, agent_id, key):
             target = store.data_dir / f"{prefix}quarantine/{key.rsplit('/', 1)[-1]}"
