@@ -310,3 +310,22 @@ def test_an_old_one_file_per_entry_folder_opens_and_goes_on_in_segments(tmp_path
     cat = memfs_cli("cat", "team/old", "/memories/notes/c.md", data=restored)
     assert cat.returncode == 0 and cat.stdout == "new", cat.stderr
     assert memfs_cli("fsck", data=restored).returncode == 0
+
+
+def test_a_backend_keeps_few_logs_open_and_reopens_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segments.Segments, "OPEN_LOGS", 2)
+    backend = LocalBackend(tmp_path)
+    agents = [f"team/a{i}" for i in range(6)]
+    fds_before = len(os.listdir("/proc/self/fd"))
+    for revision in (1, 2):
+        for agent in agents:
+            assert backend.put_if_absent(key(revision, agent), entry(revision, agent))
+    # Two logs open (folder, lock, one segment each), not six: a server of many agents
+    # stays far below its descriptor limit.
+    assert len(os.listdir("/proc/self/fd")) - fds_before <= 2 * 3
+    for agent in agents:
+        assert backend.get(key(1, agent)) == entry(1, agent)
+        assert not backend.put_if_absent(key(2, agent), b"again")
+        assert entry_revisions(tmp_path, agent) == [1, 2]

@@ -45,6 +45,7 @@ import struct
 import threading
 import urllib.parse
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,11 @@ class AgentLog:
                 return True
             self._refresh(exclusive=False)
             return revision in self.state.entries
+
+    def close(self) -> None:
+        """Close this log's descriptors; a later use opens and reads them again."""
+        with self.mutex:
+            self._reset()
 
     # ---- writing ---------------------------------------------------------------------
 
@@ -494,16 +500,29 @@ def _writable(fd: int) -> bool:
 
 
 class Segments:
-    """The ``AgentLog`` of every agent folder a backend has touched, by log folder."""
+    """The ``AgentLog`` of the agent folders a backend touched last, by log folder.
+
+    Each holds open descriptors (the folder, the lock, one per segment), so only the
+    ``OPEN_LOGS`` most recently used are kept: an evicted one is closed, and the next
+    use of that agent reads its segments afresh. Two ``AgentLog``s of one folder in
+    one process (one evicted while in use) still exclude each other: each has its own
+    open lock file, and ``flock`` locks belong to the open file, not the process."""
+
+    OPEN_LOGS = 256
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._logs: dict[str, AgentLog] = {}
+        self._logs: OrderedDict[str, AgentLog] = OrderedDict()
         self._lock = threading.Lock()
 
     def of(self, folder: str) -> AgentLog:
-        log = self._logs.get(folder)
-        if log is None:
-            with self._lock:
-                log = self._logs.setdefault(folder, AgentLog(self.root, folder))
-        return log
+        with self._lock:
+            log = self._logs.get(folder)
+            if log is None:
+                log = self._logs[folder] = AgentLog(self.root, folder)
+                while len(self._logs) > self.OPEN_LOGS:
+                    _name, evicted = self._logs.popitem(last=False)
+                    evicted.close()
+            else:
+                self._logs.move_to_end(folder)
+            return log
