@@ -35,6 +35,20 @@ def frames(path: Path) -> list[tuple[bytes, int, int, bytes]]:
     return out
 
 
+def sound_frames(data: Path, agent_id: str) -> list[tuple[int, bytes]]:
+    """(revision, payload) of every live frame in append order, each checked: whole,
+    its checksum right (re-framing the payload gives the stored bytes)."""
+    out = []
+    for path in segment_files(data, agent_id):
+        raw = path.read_bytes()
+        for magic, revision, offset, payload in frames(path):
+            if magic == segments.MAGIC:
+                stored = raw[offset : offset + segments.HEADER.size + len(payload)]
+                assert segments.frame(revision, payload) == stored, f"{path} at {offset}"
+                out.append((revision, payload))
+    return out
+
+
 def entry_revisions(data: Path, agent_id: str) -> list[int]:
     """The revisions of the live frames, in the order they were appended."""
     return [

@@ -329,3 +329,20 @@ def test_a_backend_keeps_few_logs_open_and_reopens_the_others(
         assert backend.get(key(1, agent)) == entry(1, agent)
         assert not backend.put_if_absent(key(2, agent), b"again")
         assert entry_revisions(tmp_path, agent) == [1, 2]
+
+
+def test_erasing_the_newest_segment_s_frames_never_reopens_a_sealed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segments, "SEAL_COUNT", 2)
+    backend = LocalBackend(tmp_path)
+    fill(backend, 3)  # segments 1: [1, 2], 2: [3]
+    first = segment_files(tmp_path, AGENT)[0]
+    sealed = first.read_bytes()
+    backend.delete(key(3))  # the quarantine of a newest entry does this
+    assert backend.put_if_absent(key(3), entry(3, "again"))
+    assert first.read_bytes() == sealed
+    assert LocalBackend(tmp_path).get(key(3)) == entry(3, "again")
+    for revision in (1, 3, 2):  # any order: the last one takes every segment with it
+        backend.delete(key(revision))
+    assert segment_files(tmp_path, AGENT) == []

@@ -285,8 +285,11 @@ class AgentLog:
 
     def erase(self, revision: int) -> bool:
         """Overwrite the frame of ``revision`` (erasure and collection only): its header
-        becomes the erased magic, its payload zeros; a segment left with no live frame
-        is removed. True if a frame was erased."""
+        becomes the erased magic, its payload zeros. A sealed segment left with no live
+        frame is removed; the newest stays (removing it would make a sealed one the
+        newest, written again) unless the whole log is now empty (an erased agent:
+        every segment goes, and a log made later starts afresh). True if a frame was
+        erased."""
         with self.mutex, self._locked(exclusive=True):
             slot = self.state.entries.pop(revision, None)
             if slot is None:
@@ -295,7 +298,12 @@ class AgentLog:
             header = HEADER.pack(ERASED, slot.length, 0, 0)
             os.pwrite(segment.fd, header + bytes(slot.length), slot.offset)
             os.fdatasync(segment.fd)
-            if not any(s.segment is segment for s in self.state.entries.values()):
+            if not self.state.entries:
+                for each in list(self.state.segments.values()):
+                    self._remove(each)
+            elif segment is not self._tail() and not any(
+                s.segment is segment for s in self.state.entries.values()
+            ):
                 self._remove(segment)
             return True
 
