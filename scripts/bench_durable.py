@@ -193,8 +193,9 @@ class Group:
 
 def run(
     fn: Callable[[Path, str, str], None], root: Path, tag: str, threads: int, folders: int, n: int
-) -> float:
-    """Creates per second: ``threads`` threads, ``n`` files each, over ``folders`` folders."""
+) -> tuple[float, float]:
+    """(creates per second, process CPU seconds per create): ``threads`` threads, ``n``
+    files each, over ``folders`` folders."""
     barrier = threading.Barrier(threads + 1)
 
     def worker(t: int) -> None:
@@ -207,10 +208,10 @@ def run(
     for thread in pool:
         thread.start()
     barrier.wait()
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     for thread in pool:
         thread.join()
-    return threads * n / (time.perf_counter() - began)
+    return threads * n / (time.perf_counter() - began), (time.process_time() - cpu) / (threads * n)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,13 +236,16 @@ def main(argv: list[str] | None = None) -> int:
         say = benchkit.say
         say(f"bench_durable: {benchkit.machine()}, filesystem {benchkit.fs_type(root)}")
         rates: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[str, list[float]] = {}
         for r in range(args.rounds):
             for shape, threads, folders, n in shapes:
                 names = list(options) if r % 2 == 0 else list(options)[::-1]
                 for opt in names:
                     tag = f"r{r}-{opt}-{threads}-{folders}"
-                    rate = run(options[opt], root, tag, threads, folders, n)
+                    rate, cpu = run(options[opt], root, tag, threads, folders, n)
                     rates.setdefault((shape, opt), []).append(rate)
+                    if threads == 1:
+                        cpus.setdefault(opt, []).append(cpu)
             say(f"  round {r + 1} done (load {os.getloadavg()[0]:.1f})")
         say(f"\ngroup: {group.items} creates in {group.batches} batches")
         group.close()
@@ -258,7 +262,21 @@ def main(argv: list[str] | None = None) -> int:
             cells = " | ".join(f"{med[o]:,.0f}/s" for o in options)
             ratios = " | ".join(f"{med[o] / med['today']:.2f}x" for o in list(options)[1:])
             say(f"| {shape} | {cells} | {ratios} |")
+        cpu_of = {opt: statistics.median(cpus[opt]) for opt in options}
+        say(
+            "\nCPU per create, 1 writer (process CPU, kernel included): "
+            + ", ".join(f"{o} {cpu_of[o] * 1e3:.2f} ms" for o in options)
+        )
+        say(
+            f"segments: {med_1w(rates, 'segments') / med_1w(rates, 'today'):.2f}x today's rate,"
+            f" {cpu_of['segments'] * 1e3:.2f} ms CPU per entry against {cpu_of['today'] * 1e3:.2f} ms"
+            " (the issue's whole-commit target: CPU <= 0.5 ms)"
+        )
     return 0
+
+
+def med_1w(rates: dict[tuple[str, str], list[float]], opt: str) -> float:
+    return statistics.median(rates[("1 writer", opt)])
 
 
 if __name__ == "__main__":
