@@ -29,10 +29,11 @@ from typing import Any
 
 import pytest
 
-from memfs.canonical import durable, layout
+from memfs.canonical import durable, layout, segments
 from memfs.core.store import Store
 from memfs.derived.worktree import WorkTree
 from memfs.errors import Conflict, NotFound
+from segment_files import frames, segment_files
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 AGENT = "crash/agent"  # as in helpers/crash_child.py
@@ -88,23 +89,32 @@ class _Child:
         return [json.loads(line) for line in self.lines], err
 
 
-def _log_dir(data: Path) -> Path:
-    return data / layout.log_prefix(AGENT)
-
-
 def _read_log(data: Path) -> dict[int, dict[str, Any]]:
-    """Every published log entry, read straight from the files (the truth)."""
+    """Every published log entry, read straight from the segment files (the truth):
+    every whole frame has its checksum and parses; only the newest segment may end in
+    a torn frame (a killed writer's append, never acknowledged)."""
     entries: dict[int, dict[str, Any]] = {}
-    folder = _log_dir(data)
-    if not folder.is_dir():
-        return entries
-    for file in folder.iterdir():
-        if durable.is_temp_name(file.name):
-            continue  # an unpublished temp file of a killed writer: not an entry
-        doc = json.loads(file.read_bytes())  # a torn entry would fail here
-        assert file.name == f"{doc['revision']:0{layout.REVISION_DIGITS}d}.json", file
-        assert doc["agentId"] == AGENT
-        entries[doc["revision"]] = doc
+    files = segment_files(data, AGENT)
+    for i, file in enumerate(files):
+        raw = file.read_bytes()
+        offset = 0
+        while offset < len(raw):
+            header = raw[offset : offset + segments.HEADER.size]
+            whole = len(header) == segments.HEADER.size
+            magic, length, _crc, revision = (
+                segments.HEADER.unpack(header) if whole else (b"", 0, 0, 0)
+            )
+            end = offset + segments.HEADER.size + length
+            if magic != segments.MAGIC or end > len(raw):
+                assert i == len(files) - 1, f"{file} is torn at {offset} but sealed"
+                break  # a torn tail: the next writer cuts it
+            payload = raw[offset + segments.HEADER.size : end]
+            assert segments.frame(revision, payload) == raw[offset:end], f"{file} at {offset}"
+            doc = json.loads(payload)
+            assert doc["revision"] == revision and doc["agentId"] == AGENT
+            assert revision not in entries, f"revision {revision} twice"
+            entries[revision] = doc
+            offset = end
     return entries
 
 
@@ -285,9 +295,9 @@ def test_create_agent_adopts_a_record_left_by_a_crash(tmp_path: Path) -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_stray_temp_files_are_never_entries(tmp_path: Path) -> None:
-    """A writer killed after writing its temp file but before publishing it leaves
-    nothing under a final name, and the next writer takes that revision."""
+def test_a_torn_append_is_never_an_entry(tmp_path: Path) -> None:
+    """A writer killed in the middle of appending its entry leaves a torn tail that no
+    reader takes for an entry; the next writer cuts it and takes that revision."""
     data = tmp_path / "data"
     store = Store(data)
     try:
@@ -299,23 +309,22 @@ def test_stray_temp_files_are_never_entries(tmp_path: Path) -> None:
         "import os, sys\n"
         "from pathlib import Path\n"
         "from memfs.core.store import Store\n"
-        "real = os.link\n"
-        "def die_before_publishing(src, dst, *args, **kwargs):\n"
-        # objects are published relative to their folder's fd (dst_dir_fd)
-        "    fd = kwargs.get('dst_dir_fd')\n"
-        "    where = os.readlink(f'/proc/self/fd/{fd}') if fd is not None else os.path.dirname(dst)\n"
-        "    if os.path.basename(where) == 'log':\n"
+        "real = os.pwrite\n"
+        "def die_halfway(fd, data, offset):\n"
+        "    if os.readlink(f'/proc/self/fd/{fd}').endswith('.seg'):\n"
+        "        real(fd, data[: len(data) // 2], offset)\n"
         "        os.kill(os.getpid(), 9)\n"
-        "    return real(src, dst, *args, **kwargs)\n"
-        "os.link = die_before_publishing\n"
+        "    return real(fd, data, offset)\n"
+        "os.pwrite = die_halfway\n"
         "Store(Path(sys.argv[1])).write('crash/agent', '/memories/a.md', b'two\\n', actor='t')\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", script, str(data)], capture_output=True, timeout=WAIT, check=False
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
-    assert any(durable.is_temp_name(f.name) for f in _log_dir(data).iterdir())
-    assert sorted(_read_log(data)) == [1]
+    (segment,) = segment_files(data, AGENT)
+    torn_size = segment.stat().st_size
+    assert sorted(_read_log(data)) == [1]  # and a torn tail after it
     store = Store(data)
     try:
         assert store.read(AGENT, "/memories/a.md").content == b"one\n"
@@ -324,5 +333,8 @@ def test_stray_temp_files_are_never_entries(tmp_path: Path) -> None:
     finally:
         store.close()
     assert sorted(_read_log(data)) == [1, 2]
+    # The torn bytes were cut before the append: the segment is exactly two frames.
+    assert [f[1] for f in frames(segment)] == [1, 2]
+    assert segment.stat().st_size != torn_size
     checked = _memfs(data, "fsck")
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -16,6 +16,7 @@ import httpx
 from memfs.canonical import layout
 from memfs.canonical.durable import TEMP_PREFIX
 from memfs.core import maintenance
+from segment_files import flip_entry
 from servers_real import memfs_cli, running
 
 BIG = ("# big\n" + "x" * 40_000 + "\n").encode()  # stored as a blob, not inline
@@ -64,7 +65,7 @@ def test_flipped_bytes_are_never_served_and_fsck_restores_them(tmp_path: Path) -
         assert put(client, good, "b.md", b"bob").status_code == 201
     blob = data / layout.blob_key(bad, sha(BIG))
     flip(blob, b"xxxx", b"xxxy")
-    flip(data / layout.log_key(bad, 2), b"original", b"0riginal")
+    flip_entry(data, bad, 2, b"original", b"0riginal")  # in its segment: the crc fails
 
     reindexed = memfs_cli("reindex", data=data)
     assert reindexed.returncode == 1, reindexed.stdout + reindexed.stderr

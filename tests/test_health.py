@@ -83,9 +83,9 @@ def test_readyz_is_200_when_caught_up_and_503_while_the_log_is_ahead(
     other = Store(twin)  # a second process's view of the same agent
     other.write(AGENT, "/memories/ahead.md", b"ahead", actor="admin")
     other.close()
-    entry = layout.log_key(AGENT, 1)
-    (api.data / entry).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(twin / entry, api.data / entry)
+    # The entry is a frame of the twin's segment: the segments folder is dropped in.
+    segments = f"{layout.log_prefix(AGENT)}segments"
+    shutil.copytree(twin / segments, api.data / segments, dirs_exist_ok=True)
     behind = assert_error(api.get("/readyz", auth=None, protocol=None), 503, "unavailable")
     assert behind["details"]["retryable"] is True
     assert "catching up" in behind["message"] and AGENT not in behind["message"]

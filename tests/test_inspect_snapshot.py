@@ -30,6 +30,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from memfs.canonical import layout
+from memfs.canonical.backend import LocalBackend
 from memfs.domain.commits import format_ts, parse_ts
 from memfs.domain.links import extract_links
 from servers_real import RealServer
@@ -217,6 +219,13 @@ def walk(
     return out, pin, sent, answered
 
 
+def log_docs(data: Path, agent: str) -> list[dict[str, Any]]:
+    """The agent's log entries, read from the data folder's segments."""
+    backend = LocalBackend(data)
+    keys = backend.list(layout.log_prefix(agent))
+    return [json.loads(backend.get(key)) for key in keys]
+
+
 def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
     """What a walk pinned at ``pin`` must return, from the log files alone."""
     nodes: list[dict[str, Any]] = []
@@ -224,8 +233,7 @@ def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
     steps: list[tuple[int, str, dict[str, Any]]] = []
     live_at_pin: dict[tuple[str, str], int | None] = {}
     for agent in agents:
-        folder = data / "agents" / enc(agent) / ".memfs" / "log"
-        commits = [json.loads(p.read_bytes()) for p in sorted(folder.glob("*.json"))]
+        commits = log_docs(data, agent)
         assert [c["revision"] for c in commits] == list(range(1, len(commits) + 1))
         visible = [c for c in commits if parse_ts(c["ts"]) <= pin]
         ended: dict[tuple[str, int], str] = {}  # (path, version) -> replaced at
@@ -288,9 +296,7 @@ def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
 
 def commit_of(data: Path, ack: dict[str, Any]) -> dict[str, Any]:
     """The log entry that made the version a writer was acknowledged for."""
-    folder = data / "agents" / enc(ack["agent"]) / ".memfs" / "log"
-    for entry in sorted(folder.glob("*.json")):
-        commit: dict[str, Any] = json.loads(entry.read_bytes())
+    for commit in log_docs(data, ack["agent"]):
         if any(
             c["path"] == ack["path"] and c["version"] == ack["version"] for c in commit["changes"]
         ):

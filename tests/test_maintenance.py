@@ -23,6 +23,7 @@ from memfs.core.tokens import Signer
 from memfs.derived.index import FolderEntry, MemoryRow
 from memfs.domain import paths
 from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound
+from segment_files import as_file_entry, drop_frame, flip_entry
 
 ACTOR = "test"
 BIG = ("# big\n" + "line with ü\n" * 2000).encode()
@@ -205,10 +206,9 @@ def test_reindex_refuses_a_damaged_entry_and_keeps_the_index(
     for i in range(6):
         store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
     before = snapshot(store)
-    entry = store.data_dir / layout.log_key(agent, 3)
-    data = entry.read_bytes()
-    entry.chmod(0o644)
-    entry.write_bytes(damage(data))
+    # Damaged as a one-file entry of an older data folder can be (a damaged frame is
+    # tests/test_segments.py's).
+    as_file_entry(store.data_dir, agent, 3, damage)
     result = maintenance.reindex(store)
     # Only that agent is refused (and its rows kept, an intact copy); the other is rebuilt.
     assert [(a, f) for a, f, _why in result.damaged] == [(agent, layout.log_key(agent, 3))]
@@ -227,7 +227,7 @@ def test_reindex_refuses_a_damaged_entry_and_keeps_the_index(
 def test_reindex_refuses_a_gap_in_the_log(store: Store, agent: str) -> None:
     for i in range(4):
         store.write(agent, f"/memories/m{i}.md", f"m{i}".encode(), actor=ACTOR)
-    (store.data_dir / layout.log_key(agent, 2)).unlink()
+    drop_frame(store.data_dir, agent, 2)
     result = maintenance.reindex(store)
     assert len(result.damaged) == 1 and "jumps from 1 to 3" in result.damaged[0][2]
 
@@ -317,7 +317,7 @@ def test_missing_blob_is_damage(store: Store, agent: str) -> None:
 def test_missing_log_entry_in_the_middle_is_damage(store: Store, agent: str) -> None:
     for n in range(3):
         store.write(agent, f"/memories/{n}.md", b"x", actor=ACTOR)
-    (store.data_dir / layout.log_key(agent, 2)).unlink()
+    drop_frame(store.data_dir, agent, 2)
     report = maintenance.fsck(store)
     assert not report.ok
     assert any("jumps from 1 to 3" in d for d in report.damaged)
@@ -326,13 +326,20 @@ def test_missing_log_entry_in_the_middle_is_damage(store: Store, agent: str) -> 
 
 def test_tampered_log_entry_is_damage(store: Store, agent: str) -> None:
     store.write(agent, "/memories/a.md", b"original", actor=ACTOR)
-    entry = store.data_dir / layout.log_key(agent, 1)
-    entry.write_bytes(entry.read_bytes().replace(b"original", b"0riginal"))
+    key = layout.log_key(agent, 1)
+    flip_entry(store.data_dir, agent, 1, b"original", b"0riginal")  # its checksum fails
     report = maintenance.fsck(store)
     assert not report.ok
-    assert any("inline content does not match" in d for d in report.damaged)
+    assert any(key in d and "checksum does not match" in d for d in report.damaged)
     repaired = maintenance.fsck(store, repair=True)
     assert repaired.ok
+    assert b"original" in store.backend.get(key)
+    # A one-file entry an older memfs wrote, tampered with: its content's sha256 tells.
+    entry = store.data_dir / key
+    entry.write_bytes(entry.read_bytes().replace(b"original", b"0riginal"))
+    report = maintenance.fsck(store)
+    assert any("inline content does not match" in d for d in report.damaged)
+    assert maintenance.fsck(store, repair=True).ok
     assert b"original" in entry.read_bytes()
 
 

@@ -27,8 +27,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from memfs.canonical import durable, layout
+from memfs.canonical import layout
 from memfs.core.store import Store
+from segment_files import sound_frames
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 WAIT = 180  # seconds; generous for a loaded 2-core machine
@@ -99,13 +100,11 @@ def _race_cli(barrier: Path, commands: list[list[str]]) -> list[tuple[int, str, 
 
 
 def _log(data: Path, agent: str) -> list[dict[str, Any]]:
-    """The log entries as files, in revision order; asserts 1..N without gap or duplicate."""
-    folder = data / layout.log_prefix(agent)
-    docs = [
-        json.loads(f.read_bytes())
-        for f in sorted(folder.iterdir())
-        if not durable.is_temp_name(f.name)
-    ]
+    """The log entries as the segment files hold them, in the order they were appended;
+    asserts 1..N without gap or duplicate, each frame whole and its checksum right."""
+    stored = sound_frames(data, agent)
+    docs = [json.loads(payload) for _revision, payload in stored]
+    assert [r for r, _p in stored] == [d["revision"] for d in docs]
     assert [d["revision"] for d in docs] == list(range(1, len(docs) + 1))
     return docs
 
@@ -247,7 +246,9 @@ def test_racing_agent_creation_has_one_winner(tmp_path: Path) -> None:
 def test_processes_opening_a_new_data_folder_together_all_succeed(tmp_path: Path) -> None:
     """The first opening switches the new index to WAL, which needs it exclusively;
     processes that open it at the same moment wait instead of failing with "locked"."""
-    code = "import pathlib, sys; from memfs.core.store import Store; Store(pathlib.Path(sys.argv[1]))"
+    code = (
+        "import pathlib, sys; from memfs.core.store import Store; Store(pathlib.Path(sys.argv[1]))"
+    )
     for round_ in range(8):
         data = tmp_path / f"data{round_}"
         children = [

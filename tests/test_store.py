@@ -23,6 +23,7 @@ from memfs.derived.index import MemoryRow
 from memfs.derived.index.postgres import PostgresIndex
 from memfs.domain.commits import CREATED, MODIFIED, Change, Commit, parse_ts
 from memfs.errors import Conflict, Damaged, InvalidRequest, NotFound, PreconditionFailed
+from segment_files import frames, segment_files
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -93,13 +94,8 @@ def assert_tree_matches(store: Store, agent_id: str) -> None:
     assert tree_files(store, agent_id) == current(store, agent_id)
 
 
-def log_files(store: Store, agent_id: str) -> list[Path]:
-    folder = store.data_dir / layout.log_prefix(agent_id)
-    return sorted(folder.glob("*.json")) if folder.is_dir() else []
-
-
 def log_keys(store: Store, agent_id: str) -> list[str]:
-    """The agent's log entries through its backend (the files above, on LocalBackend)."""
+    """The agent's log entries through its backend (frames of segments on LocalBackend)."""
     return [k for k in store.backend.list(layout.log_prefix(agent_id)) if k.endswith(".json")]
 
 
@@ -499,8 +495,15 @@ def test_log_entries_on_disk(store: Store, agent: str) -> None:
     store.write(agent, A, b"---\ndescription: d\n---\none", actor="alice", message="add a")
     store.write(agent, A, b"two", actor="bob", message="edit a")
     store.delete(agent, A, actor="carol", message="drop a")
-    names = [p.name for p in log_files(store, agent)]
-    assert names == [f"{n:020d}.json" for n in (1, 2, 3)]
+    # One segment file holds the three entries, as framed payloads in commit order.
+    (segment,) = segment_files(store.data_dir, agent)
+    assert segment.name == "00000000000000000001.seg"
+    stored = [(magic, rev, payload) for magic, rev, _at, payload in frames(segment)]
+    assert [(m, r) for m, r, _p in stored] == [(b"MFS1", 1), (b"MFS1", 2), (b"MFS1", 3)]
+    assert [store.backend.get(layout.log_key(agent, r)) for r in (1, 2, 3)] == [
+        p for _m, _r, p in stored
+    ]
+    assert not list((store.data_dir / layout.log_prefix(agent)).glob("*.json"))
     entries = log_entries(store, agent)
     assert [(e["revision"], e["actor"], e["message"]) for e in entries] == [
         (1, "alice", "add a"),

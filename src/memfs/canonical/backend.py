@@ -10,6 +10,7 @@ contract suite, ``memfs.testing.BackendContract``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -17,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from memfs.canonical import durable
+from memfs.canonical import durable, segments
+from memfs.errors import Damaged
 
 _READ_SIZE = 64 * 1024
 
@@ -91,19 +93,67 @@ class MemoryBackend:
 
 
 class LocalBackend:
-    """Objects as files under ``root``: temp + fsync + ``os.link`` + directory fsync."""
+    """Objects as files under ``root``: temp + fsync + ``os.link`` + directory fsync;
+    log entries appended to the agent's segments (``canonical/segments.py``), one
+    fdatasync each. A log entry an older memfs wrote as a file is read from its file
+    (lazy dual read: old folders open as they are, nothing is moved)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.segments = segments.Segments(root)
 
     def _path(self, key: str) -> Path:
         return Path(f"{self.root}/{check_key(key)}")
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
+        entry = segments.log_folder_of(check_key(key))
+        if entry is not None:
+            folder, revision = entry
+            log = self.segments.of(folder)
+            return log.append(revision, data)
         # Folder by folder from the root, never through a symlink (durable.open_folder).
-        return durable.create_new_at(self.root, check_key(key).split("/"), data)
+        return durable.create_new_at(self.root, key.split("/"), data)
 
     def get(self, key: str) -> bytes:
+        entry = segments.log_folder_of(key)
+        if entry is None:
+            return self._get_file(key)
+        # A frame this process knows of first (the common case, and a whole log read in
+        # order); then a one-file entry (an older folder's, or one fsck restored); then
+        # the segments read afresh (another process's append).
+        log = self.segments.of(entry[0])
+        try:
+            data = log.known(entry[1])
+        except Damaged:
+            data = None
+        if data is not None:
+            return data
+        with contextlib.suppress(MissingObject):
+            return self._get_file(key)
+        data = log.get(entry[1])
+        if data is None:
+            raise MissingObject(key)
+        return data
+
+    def drop_frame(self, key: str) -> bool:
+        """Erase the segment frame of the log entry ``key``, keeping a one-file entry
+        of it (fsck --repair: the restored file is then the entry's only copy, so a
+        frame that reads as sound but is wrong can't shadow it)."""
+        entry = segments.log_folder_of(check_key(key))
+        return entry is not None and self.segments.of(entry[0]).erase(entry[1])
+
+    def raw_log_entry(self, key: str) -> bytes:
+        """The stored bytes of the log entry ``key``, checksum unchecked (for fsck's
+        quarantine of an unreadable entry); raises MissingObject."""
+        with contextlib.suppress(MissingObject):
+            return self._get_file(key)
+        entry = segments.log_folder_of(key)
+        data = None if entry is None else self.segments.of(entry[0]).raw(entry[1])
+        if data is None:
+            raise MissingObject(key)
+        return data
+
+    def _get_file(self, key: str) -> bytes:
         # A plain string join: keys are '/'-separated like POSIX paths, and pathlib's
         # parsing was a third of the cost of reading a log entry.
         # os.open/os.read in 64 KiB reads: a third of the cost of open() and its buffered
@@ -130,7 +180,12 @@ class LocalBackend:
             os.close(fd)
 
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        entry = segments.log_folder_of(check_key(key))
+        if entry is not None and entry[1] in self.segments.of(entry[0]).state.entries:
+            return True
+        if self._path(key).is_file():
+            return True
+        return entry is not None and self.segments.of(entry[0]).has(entry[1])
 
     def list(self, prefix: str, start_after: str = "") -> Iterator[str]:
         # Start the walk at the deepest folder the prefix names whole.
@@ -149,25 +204,40 @@ class LocalBackend:
             entries = list(os.scandir(folder))
         except (FileNotFoundError, NotADirectoryError):
             return
+        # (name, is a folder): in a log folder, the segments folder is not objects but
+        # the entries it holds, listed as their keys among the one-file entries.
+        names = [
+            (e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False))
+            for e in entries
+            if not durable.is_temp_name(e.name)
+        ]
+        if segments.is_log_folder(rel):
+            files = {name for name, _d, is_file in names if is_file}
+            names = [n for n in names if n[0] != segments.FOLDER or not n[1]]
+            names += [
+                (name, False, True)
+                for revision in self.segments.of(rel).revisions()
+                if (name := f"{revision:020d}.json") not in files
+            ]
 
         # Bytewise key order: "a/x" sorts after "a.b" because "/" > "."; sorting the
         # names with a trailing "/" for folders gives exactly the key order.
-        def order(entry: os.DirEntry[str]) -> bytes:
-            suffix = b"/" if entry.is_dir(follow_symlinks=False) else b""
-            return entry.name.encode() + suffix
+        def order(entry: tuple[str, bool, bool]) -> bytes:
+            return entry[0].encode() + (b"/" if entry[1] else b"")
 
-        for entry in sorted(entries, key=order):
-            if durable.is_temp_name(entry.name):
-                continue
-            key = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_dir(follow_symlinks=False):
+        for name, is_dir, is_file in sorted(names, key=order):
+            key = f"{rel}/{name}" if rel else name
+            if is_dir:
                 # Every key below sorts before start_after: skip the folder unread, as
                 # S3 would, so start_after can leap over whole subtrees.
                 if start_after > key + "/" and not start_after.startswith(key + "/"):
                     continue
-                yield from self._walk(Path(entry.path), key, start_after)
-            elif entry.is_file(follow_symlinks=False):
+                yield from self._walk(folder / name, key, start_after)
+            elif is_file:
                 yield key
 
     def delete(self, key: str) -> None:
         durable.delete_at(self.root, check_key(key).split("/"))
+        entry = segments.log_folder_of(key)
+        if entry is not None:
+            self.segments.of(entry[0]).erase(entry[1])

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memfs.canonical import durable, layout
-from memfs.canonical.backend import Backend, MissingObject
+from memfs.canonical.backend import Backend, LocalBackend, MissingObject
 from memfs.core.store import CommitResult, Delete, Op, Put, Store
 from memfs.derived import index
 from memfs.derived.index.base import ReadSession
@@ -34,7 +34,7 @@ from memfs.derived.worktree import WorkTree
 from memfs.domain import content as contentlib
 from memfs.domain import paths
 from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts, read_entry
-from memfs.errors import CorruptionError, InvalidRequest, MemfsError, SymlinkRefused
+from memfs.errors import CorruptionError, Damaged, InvalidRequest, MemfsError, SymlinkRefused
 
 # A temp file younger than this may belong to a writer still at work.
 TEMP_GRACE_S = 600.0
@@ -118,7 +118,7 @@ def read_record(store: Store, key: str) -> dict[str, str]:
 
 
 def prefetched(
-    backend: Backend, keys: Iterator[str], *, batch: int = 256
+    get: Callable[[str], bytes], keys: Iterator[str], *, batch: int = 256
 ) -> Iterator[tuple[str, bytes]]:
     """(key, bytes) of ``keys`` in order, read ahead by a thread: the reads (system
     calls here, round trips on an object store) overlap the caller's work on the
@@ -132,7 +132,7 @@ def prefetched(
             for key in keys:
                 if stop.is_set():
                     return
-                chunk.append((key, backend.get(key)))
+                chunk.append((key, get(key)))
                 if len(chunk) == batch:
                     chunks.put(chunk)
                     chunk = []
@@ -159,11 +159,27 @@ def prefetched(
             reader.join(0.01)
 
 
+def _entry_reader(backend: Backend) -> Callable[[str], bytes]:
+    """The backend's ``get`` with a damaged segment frame (``Damaged``) reported as the
+    damaged entry it is, the way a one-file entry that fails to parse is."""
+
+    def get(key: str) -> bytes:
+        try:
+            return backend.get(key)
+        except Damaged as exc:
+            raise _corrupt(exc.file, f"log entry {exc.file} is unreadable: {exc.reason}") from None
+
+    return get
+
+
 def log_entries(store: Store, agent_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(key, text, JSON document) of every log entry of an agent in order; raises
     CorruptionError at a gap or at an entry that names another place."""
     expected = 1
-    for key, data in prefetched(store.backend, store.backend.list(layout.log_prefix(agent_id))):
+    entries = prefetched(
+        _entry_reader(store.backend), store.backend.list(layout.log_prefix(agent_id))
+    )
+    for key, data in entries:
         revision = layout.revision_of(key)
         if revision is None:
             raise _corrupt(key, f"unexpected object {key} in the log")
@@ -527,9 +543,8 @@ def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None
         revision = layout.revision_of(key)
         if revision is None:
             continue
-        data = store.backend.get(key)
         try:
-            commit = Commit.from_bytes(data, where=key)
+            commit = Commit.from_bytes(store.backend.get(key), where=key)
             intact = (
                 commit.revision == revision
                 and commit.agent_id == agent_id
@@ -538,20 +553,33 @@ def _restore_from_index(store: Store, agent_id: str, report: FsckReport) -> None
                     for c in commit.changes
                 )
             )
-        except CorruptionError:
+        except (CorruptionError, Damaged):
             intact = False
         if intact:
             continue
         entry = _entry_from_index(store, agent_id, revision) if revision in copies.commits else None
         if entry is not None:
             durable.replace(store.data_dir / key, entry)
+            if isinstance(store.backend, LocalBackend):
+                store.backend.drop_frame(key)  # the restored file is the entry now
             report.restored.append(f"{key}: restored from the index's copy")
         elif revision > copies.head and _last_entry(store, agent_id, key):
             target = store.data_dir / f"{prefix}quarantine/{key.rsplit('/', 1)[-1]}"
             durable.ensure_dir(target.parent)
-            (store.data_dir / key).rename(target)
-            durable.fsync_dir((store.data_dir / key).parent)
+            if (store.data_dir / key).is_file():
+                (store.data_dir / key).rename(target)
+                durable.fsync_dir((store.data_dir / key).parent)
+            else:  # a frame of the agent's segments: its bytes set aside, the frame erased
+                durable.replace(target, _raw_entry(store, key))
+                store.backend.delete(key)
             report.restored.append(f"{key}: moved to {target} (unreadable, never indexed)")
+
+
+def _raw_entry(store: Store, key: str) -> bytes:
+    """The stored bytes of a log entry, unchecked (what quarantine keeps)."""
+    if isinstance(store.backend, LocalBackend):
+        return store.backend.raw_log_entry(key)
+    return store.backend.get(key)
 
 
 def _referenced_by_blob(store: Store, agent_id: str, sha: str) -> bool:
@@ -615,9 +643,7 @@ def _check_index(
 FIX_REINDEX = "memfs reindex"
 
 
-def _search_problems(
-    agent_id: str, head: dict[str, str], rows: dict[str, str | None]
-) -> list[str]:
+def _search_problems(agent_id: str, head: dict[str, str], rows: dict[str, str | None]) -> list[str]:
     """The full-text index of an agent against its current memories (path → sha256)."""
     fix = f" — fix: {FIX_REINDEX} (or {FIX_REPAIR})"
     out: list[str] = []
@@ -678,8 +704,7 @@ def _check_tree(
         return
     for link in tree.symlinks():
         report.uncommitted.append(
-            f"{agent_id} {link}: a symlink in the working tree; memfs never follows it,"
-            " remove it"
+            f"{agent_id} {link}: a symlink in the working tree; memfs never follows it, remove it"
         )
     for path, sha in sorted(head.items()):
         file = on_disk.pop(path, None)
@@ -741,7 +766,8 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
     for link in tree.symlinks():
         head.pop(link, None)
         out.append(
-            TreeChange("invalid", link, "a symlink; memfs never follows symlinks, remove it"))
+            TreeChange("invalid", link, "a symlink; memfs never follows symlinks, remove it")
+        )
     for path, _file in tree.scan():
         try:
             valid = paths.memory_path(path)

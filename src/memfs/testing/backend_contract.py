@@ -198,3 +198,36 @@ class BackendContract:
         assert not backend.exists("agent/log")
         with pytest.raises(MissingObject):
             backend.get("agent/log")
+
+    # ---- log entries: the keys LocalBackend keeps in segments, not files ------------
+
+    def test_log_entries_keep_the_contract(self, backend: Backend) -> None:
+        log = "agents/a%2Fb/.memfs/log/"
+        keys = [f"{log}{n:020d}.json" for n in (1, 2, 3, 10)]
+        for key in reversed(keys):  # in any order, as a restore or a race may
+            assert backend.put_if_absent(key, key.encode()) is True
+        assert backend.put_if_absent(keys[0], b"again") is False
+        assert backend.get(keys[0]) == keys[0].encode()
+        backend.put_if_absent("agents/a%2Fb/.memfs/agent.json", b"{}")
+        backend.put_if_absent("agents/a%2Fb/.memfs/objects/ab/cd", b"blob")
+        backend.put_if_absent(f"{log}notes.txt", b"not an entry")
+        assert list(backend.list("agents/a%2Fb/")) == [
+            "agents/a%2Fb/.memfs/agent.json",
+            *keys,
+            f"{log}notes.txt",
+            "agents/a%2Fb/.memfs/objects/ab/cd",
+        ]
+        assert list(backend.list(log, start_after=keys[1])) == [*keys[2:], f"{log}notes.txt"]
+        assert backend.exists(keys[3]) and not backend.exists(f"{log}{4:020d}.json")
+        with pytest.raises(MissingObject):
+            backend.get(f"{log}{4:020d}.json")
+        backend.delete(keys[1])
+        assert not backend.exists(keys[1])
+        with pytest.raises(MissingObject):
+            backend.get(keys[1])
+        assert list(backend.list(log)) == [keys[0], *keys[2:], f"{log}notes.txt"]
+        assert backend.put_if_absent(keys[1], b"new") is True
+        assert backend.get(keys[1]) == b"new"
+        for key in list(backend.list("agents/")):
+            backend.delete(key)
+        assert list(backend.list("agents/")) == []
