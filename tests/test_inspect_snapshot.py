@@ -292,12 +292,12 @@ def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
             "type": "commit",
             "agentId": agent,
             "revision": c["revision"],
-            "timestamp": format_ts(ts),
+            "timestamp": format_ts(parse_ts(c["ts"])),
             "actor": c["actor"],
             "message": c["message"],
             "changes": [{k: v for k, v in ch.items() if k != "content"} for ch in c["changes"]],
         }
-        for ts, agent, c in steps
+        for _, agent, c in steps
     ]
     return {"nodes": nodes, "edges": edges, "log": log, "contents": contents}
 

@@ -11,7 +11,7 @@ One commit, in order:
    their fsyncs (or their S3 PUTs). Losing that race (another writer took N+1) catches
    the index up from the log and plans again on the new head (``cas.retry_lost_races``),
    so preconditions are re-checked.
-3. **Index** the durable entry through ``Store.commit_group`` (``core.group_commit``):
+3. **Index** the durable entry through ``Committer.group`` (``core.group_commit``):
    the leader applies every queued entry, and any entry of that agent the index has not
    seen yet, in revision order, in ONE write transaction. ``visible_at`` is taken there
    from the index clock (``max(now, clock + 1, ts)``), so a commit is visible later than
