@@ -3,6 +3,9 @@ and acknowledged only once durable and indexed, proved with real processes.
 
 - concurrent commits of different agents create their log entries at the same time
   (a backend that lets an entry through only once 16 are being created at once);
+- no index lock is held while an entry is made (the agent can be erased meanwhile:
+  404, and the leftover entry is removed); an index failing after the entry is durable
+  still acknowledges the commit, and the next write catches the index up;
 - a real ``memfs serve`` is killed -9 while commits sit between "entry durable" and
   "acknowledged" (the test-only fault point ``MEMFS_TEST_FAULT=after-durable-before-ack``
   parks them there): every acknowledged write survives the restart, and the durable
@@ -14,16 +17,22 @@ and acknowledged only once durable and indexed, proved with real processes.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
+import pytest
 
+from memfs.canonical import layout
 from memfs.canonical.backend import MemoryBackend
+from memfs.core.commit import Committer
 from memfs.core.store import Store
+from memfs.errors import NotFound
 from servers_real import RealServer, headers, memfs_cli
 
 WAIT = 120.0  # seconds; generous for a loaded machine, never reached when all is well
@@ -75,6 +84,60 @@ def test_commits_of_different_agents_create_their_entries_at_once(tmp_path: Path
     store.close()
     assert not errors, errors
     assert results == dict.fromkeys(agents, 1)
+
+
+class _EraseDuringPut(MemoryBackend):
+    """Erases the agent while its commit's log entry is being created."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store: Store | None = None
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        created = super().put_if_absent(key, data)
+        if "/.memfs/log/" in key and self.store is not None:
+            store, self.store = self.store, None
+            store.erase_agent("gc/erased")  # no index lock is held here: it can run
+        return created
+
+
+def test_an_agent_erased_while_its_entry_is_made_answers_404_and_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    backend = _EraseDuringPut()
+    store = Store(tmp_path / "data", backend=backend, worktree=False)
+    store.create_agent("gc/erased")
+    backend.store = store
+    with pytest.raises(NotFound):
+        store.write("gc/erased", "/memories/m.md", b"# m\n", actor="t")
+    assert list(backend.list("agents/")) == []  # the entry was a leftover: removed
+    store.create_agent("gc/erased")  # the id is free again, with an empty history
+    assert store.write("gc/erased", "/memories/m.md", b"# m\n", actor="t").revision == 1
+    store.close()
+
+
+def test_an_index_failing_after_the_entry_is_durable_still_acknowledges(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "data", backend=MemoryBackend(), worktree=False)
+    store.create_agent("gc/full")
+    real = Committer._index
+    failures = iter([OSError(errno.ENOSPC, "No space left on device")])
+
+    def failing(self: Committer, batch: list[Any]) -> None:
+        for failure in failures:
+            raise failure
+        real(self, batch)
+
+    monkeypatch.setattr(Committer, "_index", failing)
+    first = store.write("gc/full", "/memories/a.md", b"# a\n", actor="t")
+    assert first.revision == 1 and first.changed  # durable, so acknowledged
+    assert store.backend.exists(layout.log_key("gc/full", 1))
+    second = store.write("gc/full", "/memories/b.md", b"# b\n", actor="t")
+    assert second.revision == 2  # planned after catching the index up from the log
+    assert store.read("gc/full", "/memories/a.md").content == b"# a\n"
+    assert store.read("gc/full", "/memories/b.md").content == b"# b\n"
+    store.close()
 
 
 def _fsck(data: Path) -> None:
