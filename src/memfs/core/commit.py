@@ -327,7 +327,7 @@ class Committer:
                     visible_at = max(now_us(), ix.clock() + 1, commit.ts)
                     if ix.apply_commit(commit, visible_at, item.plan.contents, item.entry):
                         applied.append(item)
-                if item.read_back is not None:
+                if written_row(item.plan, commit, item.read_back) is None:
                     item.row = _read(ix, commit.agent_id, item.read_back)
             # Before the transaction commits (see the module doc): a tree published
             # after it could be left stale by a crash, with nothing to repair it.
