@@ -13,9 +13,10 @@ One commit, in order:
    so preconditions are re-checked.
 3. **Index** the durable entry through ``Committer.group`` (``core.group_commit``):
    the leader applies every queued entry, and any entry of that agent the index has not
-   seen yet, in revision order, in ONE write transaction. ``visible_at`` is taken there
-   from the index clock (``max(now, clock + 1, ts)``), so a commit is visible later than
-   every ``readTimestamp`` answered before it became visible; the staged tree files are
+   seen yet, in timestamp order, in ONE write transaction. ``visible_at`` is taken there
+   from the index clock (``max(clock + 1, ts)``: its timestamp unless the clock passed
+   it meanwhile), so a commit is visible later than every ``readTimestamp`` answered
+   before it became visible; the staged tree files are
    published inside the flush, before the transaction commits (see the design notes:
    a tree behind an up-to-date index is never repaired).
 4. **Acknowledge** the caller once its own entry is durable *and* the batch holding it
@@ -61,6 +62,9 @@ from memfs.errors import Conflict, CorruptionError, Damaged, MemfsError, NotFoun
 log = logging.getLogger("memfs.store")
 
 RACE_RETRIES = 50
+# How long an asOf pin waits for this process's commits in flight (a disk that hangs
+# must not hang inspect: past it, such a commit is stamped after the pin instead).
+SETTLE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,30 @@ class Committer:
         # Concurrent commits of this process share one index transaction.
         self.group: GroupCommit[_Queued] = GroupCommit()
         self._turns = _Turns()
+        # Timestamps of this process's commits planned but not yet indexed (``settle``).
+        self._in_flight: dict[int, int] = {}
+        self._settled = threading.Condition()
+
+    def settle(self, as_of: int, timeout: float = SETTLE_S) -> None:
+        """Wait until no commit of this process stamped at or before ``as_of`` is still
+        on its way to the index (an ``asOf`` pin about to raise the clock past it)."""
+        with self._settled:
+            self._settled.wait_for(
+                lambda: not any(ts <= as_of for ts in self._in_flight), timeout
+            )
+
+    @contextmanager
+    def _flying(self, ts: int) -> Iterator[None]:
+        with self._settled:
+            self._in_flight[ts] = self._in_flight.get(ts, 0) + 1
+        try:
+            yield
+        finally:
+            with self._settled:
+                left = self._in_flight.pop(ts) - 1
+                if left:
+                    self._in_flight[ts] = left
+                self._settled.notify_all()
 
     # ---- one commit ----------------------------------------------------------------
 
@@ -234,6 +262,22 @@ class Committer:
                     return cas.LOST
                 return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
             ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+        with self._flying(ts):
+            return self._publish(agent_id, row, plan, ts, actor, message, agent_name, read_back)
+
+    def _publish(
+        self,
+        agent_id: str,
+        row: AgentRow,
+        plan: Plan,
+        ts: int,
+        actor: str,
+        message: str,
+        agent_name: str | None,
+        read_back: str | None,
+    ) -> CommitResult | cas.Lost:
+        """Make the planned commit's entry durable, then have it indexed (steps 2-4)."""
+        store = self.store
         for change in plan.changes:
             if change.after is not None and change.content is None:
                 key = layout.blob_key(agent_id, change.after)
@@ -312,7 +356,9 @@ class Committer:
     def _index(self, batch: list[_Queued]) -> None:
         """One write transaction applying ``batch`` (and the entries before each that
         the index lacks) in revision order; tree files published before it commits."""
-        order = sorted(batch, key=lambda q: (q.commit.agent_id, q.commit.revision))
+        # In timestamp order (an agent's revisions are too): each is then made visible
+        # at its own timestamp, unless the clock passed it meanwhile (see _visible_at).
+        order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
             for item in order:
@@ -324,7 +370,11 @@ class Committer:
                 if row.revision < commit.revision - 1:
                     row = self._catch_up(ix, row, until=commit.revision - 1)
                 if row.revision < commit.revision:
-                    visible_at = max(now_us(), ix.clock() + 1, commit.ts)
+                    # Its timestamp, unless the clock passed it while the entry was made
+                    # (another commit, an asOf pin): every readTimestamp answered before
+                    # this transaction is at most the clock, so the commit is visible
+                    # only after all of them.
+                    visible_at = max(ix.clock() + 1, commit.ts)
                     if ix.apply_commit(commit, visible_at, item.plan.contents, item.entry):
                         applied.append(item)
                 if written_row(item.plan, commit, item.read_back) is None:

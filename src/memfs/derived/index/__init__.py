@@ -18,8 +18,8 @@ The file is watched: a transaction that finds it deleted or replaced (another in
 drops its connection, and ``IndexGone`` tells the store to rebuild it from the log.
 
 ``visible_at`` is when a commit became visible in this index (taken from the clock in
-the transaction that applies it: at or after its timestamp, which was chosen before its
-log entry was made durable); pinned reads compare
+the transaction that applies it: its timestamp unless the clock passed it while its log
+entry was made durable, later for an entry caught up after a crash); pinned reads compare
 against it so that what a reader saw at a ``readTimestamp`` never changes.
 Applying a commit is idempotent: a revision already present is skipped.
 """
