@@ -4,8 +4,10 @@ A real ``memfs serve --workers 2`` serves the walk while two writer processes co
 all along: one over HTTP (served by the same workers), one in local mode on the same
 data folder (as the CLI does). The walk goes in small pages, pinned at its first
 ``readTimestamp``, over a scope holding both agents. Afterwards the expected view is
-rebuilt from the canonical log files alone (for live commits ``visible_at`` is the
-commit timestamp, so "visible at the pin" is "ts <= pin") and must equal the walk.
+rebuilt from the canonical log files and each commit's ``visible_at`` (when its group
+commit made it visible in the index: at or after its timestamp, since the entry is
+made durable before it is indexed), so "visible at the pin" is "visible_at <= pin",
+and must equal the walk.
 
 Writers record, for each commit, when its request was sent and when the answer came
 back (``time.monotonic_ns``, one clock for every process on the machine). The
@@ -17,7 +19,9 @@ server acknowledged the commit somewhere between the two, so:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -226,8 +230,18 @@ def log_docs(data: Path, agent: str) -> list[dict[str, Any]]:
     return [json.loads(backend.get(key)) for key in keys]
 
 
+def visible_ats(data: Path) -> dict[tuple[str, int], int]:
+    """(agent, revision) → when the index made that commit visible."""
+    uri = f"file:{data / 'index.sqlite'}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        rows = conn.execute("SELECT agent_id, revision, visible_at FROM commits").fetchall()
+    return {(agent, revision): at for agent, revision, at in rows}
+
+
 def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
-    """What a walk pinned at ``pin`` must return, from the log files alone."""
+    """What a walk pinned at ``pin`` must return, from the log files and when each
+    commit became visible."""
+    visible_at = visible_ats(data)
     nodes: list[dict[str, Any]] = []
     contents: dict[tuple[str, str, int], str] = {}
     steps: list[tuple[int, str, dict[str, Any]]] = []
@@ -235,10 +249,12 @@ def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
     for agent in agents:
         commits = log_docs(data, agent)
         assert [c["revision"] for c in commits] == list(range(1, len(commits) + 1))
-        visible = [c for c in commits if parse_ts(c["ts"]) <= pin]
+        for commit in commits:  # visible no earlier than its timestamp
+            assert visible_at[(agent, commit["revision"])] >= parse_ts(commit["ts"])
+        visible = [c for c in commits if visible_at[(agent, c["revision"])] <= pin]
         ended: dict[tuple[str, int], str] = {}  # (path, version) -> replaced at
         for commit in visible:
-            steps.append((parse_ts(commit["ts"]), agent, commit))
+            steps.append((visible_at[(agent, commit["revision"])], agent, commit))
             for change in commit["changes"]:
                 ended[(change["path"], change["version"] - 1)] = commit["ts"]
                 live_at_pin[(agent, change["path"])] = (
@@ -284,12 +300,12 @@ def expected_view(data: Path, agents: list[str], pin: int) -> dict[str, Any]:
             "type": "commit",
             "agentId": agent,
             "revision": c["revision"],
-            "timestamp": format_ts(ts),
+            "timestamp": format_ts(parse_ts(c["ts"])),
             "actor": c["actor"],
             "message": c["message"],
             "changes": [{k: v for k, v in ch.items() if k != "content"} for ch in c["changes"]],
         }
-        for ts, agent, c in steps
+        for _, agent, c in steps
     ]
     return {"nodes": nodes, "edges": edges, "log": log, "contents": contents}
 

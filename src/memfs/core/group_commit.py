@@ -1,5 +1,8 @@
 """Group commit: concurrent callers of one process share one index transaction.
 
+Two instances per Store: run registrations (``core/runs.py``) and commits
+(``core/commit.py``: each log entry is durable before it queues).
+
 Each caller's durable write is done before it queues (so the fsyncs of concurrent
 callers overlap). It then waits for the leader lock; whoever holds it flushes
 everything queued so far in one write transaction, so N waiting callers share one lock

@@ -184,15 +184,19 @@ def _settle(store: Store, as_of: int) -> None:
     """Make a client's ``as_of`` a stable pin: raise the index clock to it, under the
     write lock, when it is past the clock.
 
-    A commit takes its timestamp under that lock: one stamped before ``as_of`` but not
-    yet visible would show up on a later page of the walk. Taking the lock lets it
-    finish first, and every later commit is stamped after the raised clock.
+    A commit takes its timestamp before its log entry is durable, and becomes visible
+    in its group commit, after it: this process's commits stamped at or before
+    ``as_of`` are waited for first (visible at their timestamp, so in the walk), and
+    every later one is made visible after the raised clock, so it never shows up on a
+    later page. (A commit of another process in flight right then is stamped after
+    the pin: left out of the walk, never added to it.)
     """
     with store.index.read_session() as conn:
         if as_of <= conn.clock():
             return
     if as_of > now_us():
         raise InvalidRequest("asOf is in the future", field="asOf")
+    store.commits.settle(as_of)
     with store.index.write_session() as conn:
         conn.raise_clock(as_of)
 

@@ -1,11 +1,10 @@
 """The Store: agents, memories, versions and the commit log, on a Backend.
 
-Every change is one commit: under the index's write lock the store catches the
-index up with the log, checks the change against the head, writes large contents
-as blobs, then creates log entry N+1 with create-if-absent. Losing that race (to
-another node sharing the backend) means re-reading and re-checking at N+2. Only
-after the entry is durable is it applied to the index and the working tree, and
-only then is the caller answered. HTTP, CLI and client all call these methods.
+Every change is one commit (``core/commit.py``): planned on the index's head, log entry
+N+1 created with create-if-absent while no index lock is held, then indexed in a group
+commit with the other commits of the moment; only then is the caller answered. Losing
+the create (to another writer sharing the backend) means catching up and re-checking
+at N+2. HTTP, CLI and client all call these methods.
 """
 
 from __future__ import annotations
@@ -18,28 +17,25 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import Backend, LocalBackend, MissingObject
-from memfs.core import cas
+from memfs.core import fault_points
+from memfs.core.commit import CommitResult as CommitResult
+from memfs.core.commit import Committer, verified
+from memfs.core.commit import require_agent as _require_agent
 from memfs.core.group_commit import GroupCommit
 from memfs.core.planner import Delete as Delete
 from memfs.core.planner import Move as Move
 from memfs.core.planner import Op as Op
 from memfs.core.planner import Put as Put
-from memfs.core.planner import plan as plan_commit
-from memfs.core.planner import written_row
-from memfs.core.tree_commit import TreeCommit
-from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived import index
 from memfs.derived.index import AgentRow, CommitRow, FolderEntry, MemoryRow, VersionRow
 from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
 from memfs.derived.index.factory import open_index
-from memfs.derived.worktree import NoTree, WorkTree
 from memfs.domain import paths
 from memfs.domain.commits import (
     CREATED,
@@ -49,20 +45,17 @@ from memfs.domain.commits import (
     parse_ts,
 )
 from memfs.domain.content import Scalar
-from memfs.domain.records import PathState
 from memfs.errors import (
     Conflict,
     CorruptionError,
     Damaged,
     InvalidRequest,
-    MemfsError,
     NotFound,
 )
 
 log = logging.getLogger("memfs.store")
 
 DEFAULT_MEMORY_BYTES = 100 * 1024
-_RACE_RETRIES = 50
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -83,22 +76,6 @@ def _records_damage(method: Callable[_P, _R]) -> Callable[_P, _R]:
             raise
 
     return wrapper
-
-
-def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
-    """``data`` if it hashes to ``sha256``; Damaged naming ``where`` otherwise."""
-    if hashlib.sha256(data).hexdigest() != sha256:
-        raise Damaged(agent_id, where, f"content does not match its sha256 {sha256[:12]}…")
-    return data
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What a write did: ``commit`` is None when nothing changed (an idempotent retry)."""
-
-    revision: int
-    commit: Commit | None
-    row: MemoryRow | None = None  # the memory asked for by ``read_back``, after the commit
 
 
 @dataclass(frozen=True)
@@ -136,20 +113,6 @@ class Agent:
         return cls(row.agent_id, row.name, row.store_id, row.created_at, row.revision, row.last_ts)
 
 
-class _States:
-    """The planner's reads (``planner.States``) of one agent, inside the caller's session."""
-
-    def __init__(self, ix: ReadSession, agent_id: str, content: Callable[[str], bytes]) -> None:
-        self.ix, self.agent_id, self.content = ix, agent_id, content
-
-    def path_states(self, paths: Sequence[str]) -> dict[str, PathState]:
-        return self.ix.path_states(self.agent_id, paths)
-
-
-def _read(ix: ReadSession, agent_id: str, path: str | None) -> MemoryRow | None:
-    return ix.memory(agent_id, path) if path is not None else None
-
-
 class Store:
     def __init__(
         self,
@@ -165,6 +128,7 @@ class Store:
         # Off when objects are on S3 (core.objects): the tree is a single-node feature.
         self.worktree = worktree
         durable.private_folder(data_dir)
+        fault_points.install()  # test-only, and a no-op unless MEMFS_TEST_FAULT asks
         self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
         # Typed as the seam: the core reaches the index only through sessions. Where it
         # is: ``index_location`` (MEMFS_INDEX, postgresql://…), else SQLite in the folder.
@@ -177,9 +141,8 @@ class Store:
         self.healed_inode: int | None = None  # the index file last checked against the log
         self.index.on_reopen = self._index_replaced
         self.memory_bytes = memory_bytes
-        # Publishes log entries while the committing thread indexes them (made on first
-        # use, and again after close: a closed Store reopens what it needs, as the index).
-        self._publisher: ThreadPoolExecutor | None = None
+        # Plans, publishes and (in a group commit) indexes commits (core/commit.py).
+        self.commits = Committer(self)
         # Called after each commit this Store makes (the server counts them for /metrics).
         self.on_commit: Callable[[], None] | None = None
         # Called once per deleted or replaced index file a session finds: a server sets
@@ -201,9 +164,6 @@ class Store:
             self.on_index_replaced()
 
     def close(self) -> None:
-        if self._publisher is not None:
-            self._publisher.shutdown()
-            self._publisher = None
         self.index.close()
 
     # ---- agents ----------------------------------------------------------------
@@ -380,197 +340,10 @@ class Store:
         (as the commit wrote it, or read in the same transaction)."""
         paths.agent_id(agent_id)
         ops = [_validated(op) for op in ops]
-        self._refuse_symlinks(agent_id, ops)
-        attempt = functools.partial(
-            self._commit_once, agent_id, ops, actor=actor, message=message,
-            agent_name=agent_name, read_back=read_back,
+        return self.commits.commit(
+            agent_id, ops, actor=actor, message=message, agent_name=agent_name,
+            read_back=read_back,
         )
-        conflict = functools.partial(Conflict, "too many concurrent writers; try again")
-        return cas.retry_lost_races(attempt, tries=_RACE_RETRIES, conflict=conflict)
-
-    def _commit_once(
-        self,
-        agent_id: str,
-        ops: Sequence[Op],
-        attempt: int,
-        *,
-        actor: str,
-        message: str,
-        agent_name: str | None,
-        read_back: str | None,
-    ) -> CommitResult | cas.Lost:
-        """One attempt at committing ``ops`` (attempt 0 plans on the index's head):
-        ``cas.LOST`` when another writer took entry N + 1 first, or when an answer was
-        judged on a stale head."""
-        # The first attempt plans on the index's head without probing the log for
-        # entries past it (a crashed writer's, another node's): creating the next
-        # entry is that probe. An answer that writes nothing (a no-op or a refusal)
-        # is checked by looking, and judged again on the caught-up head if stale.
-        behind: int | None = None
-        # Set once this commit's log entry is durable and ours: from then on it is
-        # committed, whatever happens to the index (a full disk, say).
-        durable: CommitResult | None = None
-        try:
-            with self.index.write_session() as ix:
-                row = _require_agent(ix, agent_id)
-                if attempt:
-                    row = self._catch_up(ix, row)
-                else:
-                    behind = row.revision
-                content = functools.partial(self._read_blob, ix, agent_id)
-                states = _States(ix, agent_id, content)
-                plan = plan_commit(ops, states, memory_bytes=self.memory_bytes)
-                if not plan.changes and agent_name is None:
-                    if behind is not None and self._has_entry(agent_id, behind + 1):
-                        raise _LostRace
-                    return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
-                for change in plan.changes:
-                    if change.after is not None and change.content is None:
-                        key = layout.blob_key(agent_id, change.after)
-                        self.backend.put_if_absent(key, plan.contents[change.after])
-                ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
-                commit = Commit(
-                    agent_id=agent_id,
-                    revision=row.revision + 1,
-                    ts=ts,
-                    actor=actor,
-                    message=message,
-                    changes=tuple(plan.changes),
-                    agent_name=agent_name,
-                )
-                key = layout.log_key(agent_id, commit.revision)
-                entry = commit.to_bytes()
-                published = self._publish_entry(key, entry)
-                # The tree is brought to the commit before the transaction commits
-                # (published when the with ends; discarded on any error): a crash
-                # after that commit but before the tree would leave a stale tree
-                # that no catch-up repairs (the index would be up to date), and the
-                # next writer of the path would take its file for a hand edit.
-                with TreeCommit(self._tree(agent_id), commit, plan.contents) as tree:
-                    try:
-                        ix.apply_commit(commit, ts, plan.contents, entry)
-                        tree.stage()  # new tree files are made meanwhile too
-                    finally:
-                        won = published.result()
-                        if won:
-                            written = written_row(plan, commit, read_back)
-                            durable = CommitResult(commit.revision, commit, written)
-                    if not won:
-                        raise _LostRace
-                if self.on_commit is not None:
-                    self.on_commit()
-                row_after = written_row(plan, commit, read_back)
-                if row_after is None:
-                    row_after = _read(ix, agent_id, read_back)
-                return CommitResult(commit.revision, commit, row_after)
-        except _LostRace:
-            return cas.LOST
-        except Damaged:
-            raise
-        except Exception as exc:
-            if durable is not None:
-                # The log entry is the commit: acknowledge it. The index missed it
-                # and takes it from the log at the next write's catch-up.
-                log.warning(
-                    "r%d of %r is committed but not indexed (%s); the index catches up",
-                    durable.revision,
-                    agent_id,
-                    exc,
-                )
-                return durable
-            if not isinstance(exc, MemfsError):
-                raise
-            if behind is not None:
-                if self._has_entry(agent_id, behind + 1):
-                    return cas.LOST  # judged on a stale head: judge again, caught up
-                raise  # judged on the head, and no catch-up was rolled back
-            # The refusal rolled back the catch-up it was judged after; apply it
-            # again so readers see the head that the refusal saw.
-            self.sync(agent_id)
-            raise
-
-    def _record(
-        self,
-        ix: WriteSession,
-        commit: Commit,
-        visible_at: int,
-        contents: dict[str, bytes],
-        entry: bytes,
-    ) -> None:
-        ix.apply_commit(commit, visible_at, contents, entry)
-        publish_tree(self._tree(commit.agent_id), commit, contents, None)
-
-    def _refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
-        """A symlink on the way to a path a commit touches (or as the agent's folder or
-        its .memfs) is refused before anything is written: memfs never follows one."""
-        durable.check_no_symlink(
-            self.data_dir, ["agents", paths.agent_dir_name(agent_id), ".memfs"]
-        )
-        tree = self._tree(agent_id)
-        for op in ops:
-            for path in (op.src, op.dst) if isinstance(op, Move) else (op.path,):
-                tree.check(path)
-
-    def _tree(self, agent_id: str) -> WorkTree:
-        return (WorkTree if self.worktree else NoTree)(layout.worktree_root(self.data_dir, agent_id))
-
-    def _publish_entry(self, key: str, entry: bytes) -> Future[bool]:
-        """Create log entry N+1 with create-if-absent: the commit point. It runs on the
-        publisher thread, so its fsyncs wait on the disk while the caller indexes the
-        commit; the caller's index transaction commits only once it is durable and ours
-        (a lost race rolls it back)."""
-        if self._publisher is None:
-            self._publisher = ThreadPoolExecutor(1, "memfs-publish")
-        return self._publisher.submit(self.backend.put_if_absent, key, entry)
-
-    def _catch_up(self, ix: WriteSession, row: AgentRow) -> AgentRow:
-        """Apply log entries past the index's revision (left by a crashed writer)."""
-        revision = row.revision
-        while True:
-            key = layout.log_key(row.agent_id, revision + 1)
-            try:
-                data = self.backend.get(key)
-            except MissingObject:
-                break
-            try:
-                commit = Commit.from_bytes(data, where=key)
-                if commit.agent_id != row.agent_id or commit.revision != revision + 1:
-                    raise CorruptionError(
-                        f"names revision {commit.revision} of {commit.agent_id!r}"
-                    )
-                contents = self._contents(commit, key)
-            except CorruptionError as exc:
-                raise Damaged(row.agent_id, key, exc.message) from None
-            visible_at = max(now_us(), ix.clock() + 1, commit.ts)
-            self._record(ix, commit, visible_at, contents, data)
-            revision += 1
-        if revision == row.revision:
-            return row
-        fresh = ix.agent(row.agent_id)
-        assert fresh is not None
-        return fresh
-
-    def _has_entry(self, agent_id: str, revision: int) -> bool:
-        return self.backend.exists(layout.log_key(agent_id, revision))
-
-    def _contents(self, commit: Commit, where: str) -> dict[str, bytes]:
-        """The contents ``commit`` (log entry ``where``) writes, each checked."""
-        contents: dict[str, bytes] = {}
-        agent_id = commit.agent_id
-        for change in commit.changes:
-            if change.after is None:
-                continue
-            if change.content is not None:
-                data = change.content.encode()
-                contents[change.after] = verified(agent_id, change.after, data, where)
-                continue
-            key = layout.blob_key(agent_id, change.after)
-            try:
-                data = self.backend.get(key)
-            except MissingObject:
-                raise Damaged(agent_id, key, "content is missing") from None
-            contents[change.after] = verified(agent_id, change.after, data, key)
-        return contents
 
     # ---- reading -----------------------------------------------------------------
 
@@ -765,7 +538,7 @@ class Store:
             try:
                 with self.index.write_session() as ix:
                     row = ix.agent(one)
-                    if row is not None and self._catch_up(ix, row) is not row:
+                    if row is not None and self.commits.catch_up(ix, row) is not row:
                         moved += 1
             except Damaged as exc:  # that agent is refused; the others catch up
                 self.record_damage(exc)
@@ -780,27 +553,6 @@ class Store:
             if len(page) < 1000:
                 return out
             after = page[-1].agent_id
-
-
-class _LostRace(Exception):
-    """Another writer created the log entry we meant to create."""
-
-
-def _require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
-    """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
-    row = ix.agent(agent_id)
-    if row is None:
-        raise NotFound(
-            f"agent {agent_id!r} does not exist; create it with "
-            f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
-            field="agentId",
-        )
-    damage = ix.damage(agent_id)
-    if damage is not None:
-        exc = Damaged(agent_id, *damage)
-        exc.known = True
-        raise exc
-    return row
 
 
 def _validated(op: Op) -> Op:

@@ -1,5 +1,6 @@
 """The working tree's side of a commit: staged while the commit is decided, published
-once it stands, discarded if it does not.
+once it stands (inside the group commit's index transaction, ``core/commit.py``),
+discarded if it does not.
 
 The tree is derived: a file that can't be published is logged and left to
 ``fsck --repair``; the commit stands.
@@ -54,6 +55,20 @@ class TreeCommit:
                     staged[change.path] = tmp
         self.staged = staged
 
+    def publish(self) -> None:
+        """Bring the tree to the commit (the staged files are used up: publishing again,
+        after a failed index transaction, writes from the contents)."""
+        staged, self.staged = self.staged, {}
+        publish(self.tree, self.commit, self.contents, staged)
+
+    def discard(self) -> None:
+        """Remove the staged files (the commit lost, failed, or was published by a
+        catch-up); a second call does nothing."""
+        staged, self.staged = self.staged, {}
+        for tmp in staged.values():
+            with contextlib.suppress(OSError):
+                self.tree.discard(tmp)
+
     def __enter__(self) -> TreeCommit:
         return self
 
@@ -64,8 +79,6 @@ class TreeCommit:
         tb: TracebackType | None,
     ) -> None:
         if exc_type is None:
-            publish(self.tree, self.commit, self.contents, self.staged)
-            return
-        for tmp in self.staged.values():
-            with contextlib.suppress(OSError):
-                self.tree.discard(tmp)
+            self.publish()
+        else:
+            self.discard()

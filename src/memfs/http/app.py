@@ -17,7 +17,6 @@ import secrets
 import signal
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -37,7 +36,7 @@ from memfs.core.store import Store
 from memfs.core.tokens import Signer
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, search, tenant, triggers
-from memfs.http.context import Ctx, Services
+from memfs.http.context import Ctx, Services, writer_pool
 from memfs.http.envelope import MethodNotAllowed, error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
@@ -250,7 +249,7 @@ class MemfsApp:
                         await asyncio.wait_for(task, timeout=10)
                 # Requests have ended; a new thread for a lifespan started again.
                 self.services.writer.shutdown(wait=True)
-                self.services.writer = ThreadPoolExecutor(1, thread_name_prefix="memfs-writer")
+                self.services.writer = writer_pool()
                 self.services.store.close()
                 metrics.process_stopped()
                 await send({"type": "lifespan.shutdown.complete"})

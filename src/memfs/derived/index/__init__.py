@@ -19,8 +19,9 @@ Tables (schema ``SCHEMA_VERSION``):
 The file is watched: a transaction that finds it deleted or replaced (another inode)
 drops its connection, and ``IndexGone`` tells the store to rebuild it from the log.
 
-``visible_at`` is when a commit became visible in this index (its timestamp for a
-live commit, later for a log entry caught up after a crash); pinned reads compare
+``visible_at`` is when a commit became visible in this index (taken from the clock in
+the transaction that applies it: its timestamp unless the clock passed it while its log
+entry was made durable, later for an entry caught up after a crash); pinned reads compare
 against it so that what a reader saw at a ``readTimestamp`` never changes.
 Applying a commit is idempotent: a revision already present is skipped.
 """

@@ -1,0 +1,499 @@
+"""Committing: plan on the index's head, publish log entry N+1 with no index lock
+held, then index it in a group commit the Store shares among concurrent callers.
+
+One commit, in order:
+
+1. **Plan** in a read session: the agent's head (revision N, last timestamp), the
+   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``.
+2. **Publish** contents over 16 KiB as blobs, stage the working-tree files, then create
+   log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
+   *no* index write lock is held, so concurrent commits of different agents overlap
+   their fsyncs (or their S3 PUTs). Losing that race (another writer took N+1) catches
+   the index up from the log and plans again on the new head (``cas.retry_lost_races``),
+   so preconditions are re-checked.
+3. **Index** the durable entry through ``Committer.group`` (``core.group_commit``):
+   the leader applies every queued entry, and any entry of that agent the index has not
+   seen yet, in timestamp order, in ONE write transaction. ``visible_at`` is taken there
+   from the index clock (``max(clock + 1, ts)``: its timestamp unless the clock passed
+   it meanwhile), so a commit is visible later than every ``readTimestamp`` answered
+   before it became visible; the staged tree files are
+   published inside the flush, before the transaction commits (see the design notes:
+   a tree behind an up-to-date index is never repaired).
+4. **Acknowledge** the caller once its own entry is durable *and* the batch holding it
+   is committed in the index (read-after-write). An index that fails after the entry is
+   durable does not undo it: the commit is acknowledged, the index catches up from the
+   log at the next write or ``memfs serve`` start.
+
+Commits of one agent in one process take turns (a per-agent mutex from planning to
+acknowledgement): the second would otherwise plan on a head that misses the first's
+still-queued entry and lose its race every time. Other processes and nodes meet on the
+log's create-if-absent, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from memfs.canonical import durable, layout
+from memfs.canonical.backend import Backend, MissingObject
+from memfs.core import cas, fault_points
+from memfs.core.group_commit import GroupCommit
+from memfs.core.planner import Move, Op, Plan, written_row
+from memfs.core.planner import plan as plan_commit
+from memfs.core.tree_commit import TreeCommit
+from memfs.core.tree_commit import publish as publish_tree
+from memfs.derived.index import AgentRow, MemoryRow
+from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
+from memfs.derived.worktree import NoTree, WorkTree
+from memfs.domain import paths
+from memfs.domain.commits import Commit, now_us
+from memfs.domain.records import PathState
+from memfs.errors import Conflict, CorruptionError, Damaged, MemfsError, NotFound
+
+# The store's own messages: they keep the logger name operators configured.
+log = logging.getLogger("memfs.store")
+
+RACE_RETRIES = 50
+# How long an asOf pin waits for this process's commits in flight (a disk that hangs
+# must not hang inspect: past it, such a commit is stamped after the pin instead).
+SETTLE_S = 10.0
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a write did: ``commit`` is None when nothing changed (an idempotent retry)."""
+
+    revision: int
+    commit: Commit | None
+    row: MemoryRow | None = None  # the memory asked for by ``read_back``, after the commit
+
+
+class Host(Protocol):
+    """What the commit machinery needs of its Store (a protocol: no import cycle)."""
+
+    data_dir: Path
+    worktree: bool
+    backend: Backend
+    index: WatchedIndex
+    memory_bytes: int
+    on_commit: Callable[[], None] | None
+
+    def _read_blob(self, ix: ReadSession, agent_id: str, sha256: str) -> bytes: ...
+    def record_damage(self, exc: Damaged) -> None: ...
+
+
+def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
+    """``data`` if it hashes to ``sha256``; Damaged naming ``where`` otherwise."""
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise Damaged(agent_id, where, f"content does not match its sha256 {sha256[:12]}…")
+    return data
+
+
+def require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
+    """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
+    row = ix.agent(agent_id)
+    if row is None:
+        raise NotFound(
+            f"agent {agent_id!r} does not exist; create it with "
+            f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
+            field="agentId",
+        )
+    damage = ix.damage(agent_id)
+    if damage is not None:
+        exc = Damaged(agent_id, *damage)
+        exc.known = True
+        raise exc
+    return row
+
+
+class _States:
+    """The planner's reads (``planner.States``) of one agent, inside the caller's session."""
+
+    def __init__(self, ix: ReadSession, agent_id: str, content: Callable[[str], bytes]) -> None:
+        self.ix, self.agent_id, self.content = ix, agent_id, content
+
+    def path_states(self, paths: Sequence[str]) -> dict[str, PathState]:
+        return self.ix.path_states(self.agent_id, paths)
+
+
+def _read(ix: ReadSession, agent_id: str, path: str | None) -> MemoryRow | None:
+    return ix.memory(agent_id, path) if path is not None else None
+
+
+@dataclass(eq=False)
+class _Queued:
+    """A durable log entry waiting for its group commit (``group_commit.Queued``)."""
+
+    commit: Commit
+    entry: bytes
+    plan: Plan
+    tree: TreeCommit
+    store_id: str
+    read_back: str | None
+    done: bool = False
+    indexed: bool = False  # the flush committed it (or found it already indexed)
+    row: MemoryRow | None = None  # the read-back row, read inside the flush
+    error: Exception | None = None  # why the flush could not index it
+    gone: bool = False  # the agent was erased (or erased and made again) meanwhile
+
+
+@dataclass
+class _Turns:
+    """Per-agent mutexes, made on demand and dropped when nobody holds or waits."""
+
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+    locks: dict[str, tuple[threading.Lock, int]] = field(default_factory=dict)
+
+    @contextmanager
+    def turn(self, agent_id: str) -> Iterator[None]:
+        with self.mutex:
+            lock, users = self.locks.get(agent_id, (None, 0))
+            if lock is None:
+                lock = threading.Lock()
+            self.locks[agent_id] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self.mutex:
+                _, users = self.locks[agent_id]
+                if users == 1:
+                    del self.locks[agent_id]
+                else:
+                    self.locks[agent_id] = (lock, users - 1)
+
+
+class Committer:
+    """The commit machinery of one Store (``Store.commits``)."""
+
+    def __init__(self, store: Host) -> None:
+        self.store = store
+        # Concurrent commits of this process share one index transaction.
+        self.group: GroupCommit[_Queued] = GroupCommit()
+        self._turns = _Turns()
+        # Timestamps of this process's commits planned but not yet indexed (``settle``).
+        self._in_flight: dict[int, int] = {}
+        self._settled = threading.Condition()
+
+    def settle(self, as_of: int, timeout: float = SETTLE_S) -> None:
+        """Wait until no commit of this process stamped at or before ``as_of`` is still
+        on its way to the index (an ``asOf`` pin about to raise the clock past it)."""
+        with self._settled:
+            self._settled.wait_for(
+                lambda: not any(ts <= as_of for ts in self._in_flight), timeout
+            )
+
+    @contextmanager
+    def _flying(self, ts: int) -> Iterator[None]:
+        with self._settled:
+            self._in_flight[ts] = self._in_flight.get(ts, 0) + 1
+        try:
+            yield
+        finally:
+            with self._settled:
+                left = self._in_flight.pop(ts) - 1
+                if left:
+                    self._in_flight[ts] = left
+                self._settled.notify_all()
+
+    # ---- one commit ----------------------------------------------------------------
+
+    def commit(
+        self,
+        agent_id: str,
+        ops: Sequence[Op],
+        *,
+        actor: str,
+        message: str,
+        agent_name: str | None = None,
+        read_back: str | None = None,
+    ) -> CommitResult:
+        """Commit ``ops`` (validated); with ``read_back``, also the index row that path
+        has afterwards (as the commit wrote it, or read in the flush's transaction)."""
+        self.refuse_symlinks(agent_id, ops)
+        attempt = functools.partial(
+            self._commit_once, agent_id, ops, actor=actor, message=message,
+            agent_name=agent_name, read_back=read_back,
+        )
+        conflict = functools.partial(Conflict, "too many concurrent writers; try again")
+        with self._turns.turn(agent_id):
+            return cas.retry_lost_races(attempt, tries=RACE_RETRIES, conflict=conflict)
+
+    def _commit_once(
+        self,
+        agent_id: str,
+        ops: Sequence[Op],
+        attempt: int,
+        *,
+        actor: str,
+        message: str,
+        agent_name: str | None,
+        read_back: str | None,
+    ) -> CommitResult | cas.Lost:
+        """One attempt (attempt 0 plans on the index's head; a later one first catches
+        the index up from the log): ``cas.LOST`` when another writer took entry N + 1
+        first, or when an answer that writes nothing was judged on a stale head."""
+        store = self.store
+        if attempt:
+            self.catch_up_agent(agent_id)
+        with store.index.read_session() as ix:
+            row = require_agent(ix, agent_id)
+            content = functools.partial(store._read_blob, ix, agent_id)
+            try:
+                plan = plan_commit(
+                    ops, _States(ix, agent_id, content), memory_bytes=store.memory_bytes
+                )
+            except MemfsError:
+                # Creating the entry is the probe for entries past the index's head;
+                # a refusal writes nothing, so it looks, and is judged again if stale.
+                if self._has_entry(agent_id, row.revision + 1):
+                    return cas.LOST
+                raise
+            if not plan.changes and agent_name is None:
+                if self._has_entry(agent_id, row.revision + 1):
+                    return cas.LOST
+                return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
+            ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+        with self._flying(ts):
+            return self._publish(agent_id, row, plan, ts, actor, message, agent_name, read_back)
+
+    def _publish(
+        self,
+        agent_id: str,
+        row: AgentRow,
+        plan: Plan,
+        ts: int,
+        actor: str,
+        message: str,
+        agent_name: str | None,
+        read_back: str | None,
+    ) -> CommitResult | cas.Lost:
+        """Make the planned commit's entry durable, then have it indexed (steps 2-4)."""
+        store = self.store
+        for change in plan.changes:
+            if change.after is not None and change.content is None:
+                key = layout.blob_key(agent_id, change.after)
+                store.backend.put_if_absent(key, plan.contents[change.after])
+        commit = Commit(
+            agent_id=agent_id,
+            revision=row.revision + 1,
+            ts=ts,
+            actor=actor,
+            message=message,
+            changes=tuple(plan.changes),
+            agent_name=agent_name,
+        )
+        entry = commit.to_bytes()
+        tree = TreeCommit(self.tree(agent_id), commit, plan.contents)
+        # The new tree files are made before the entry (nobody sees them until the
+        # flush renames them into place; a lost race or a failure removes them).
+        tree.stage()
+        try:
+            won = self._publish_entry(layout.log_key(agent_id, commit.revision), entry)
+        except BaseException:
+            tree.discard()
+            raise
+        if not won:
+            tree.discard()
+            return cas.LOST
+        # From here the commit stands, whatever happens to the index (the log is the truth).
+        fault_points.reached(fault_points.AFTER_DURABLE)
+        item = _Queued(commit, entry, plan, tree, row.store_id, read_back)
+        self.group.submit(item, self._flush)
+        if item.gone:
+            raise NotFound(f"agent {agent_id!r} was erased meanwhile", field="agentId")
+        if store.on_commit is not None:
+            store.on_commit()
+        written = written_row(plan, commit, read_back)
+        if not item.indexed:
+            if isinstance(item.error, Damaged):
+                store.record_damage(item.error)
+            log.warning(
+                "r%d of %r is committed but not indexed (%s); the index catches up",
+                commit.revision,
+                agent_id,
+                item.error,
+            )
+            return CommitResult(commit.revision, commit, written)
+        return CommitResult(commit.revision, commit, written or item.row)
+
+    def _publish_entry(self, key: str, entry: bytes) -> bool:
+        """Create log entry N+1 with create-if-absent: the commit point. No index lock
+        is held: concurrent commits of other agents wait on the disk (or S3) at once."""
+        return self.store.backend.put_if_absent(key, entry)
+
+    # ---- the group commit ------------------------------------------------------------
+
+    def _flush(self, batch: list[_Queued]) -> None:
+        """Index ``batch`` in one transaction; if it fails, each entry alone, so one
+        agent's trouble (damage found catching up) leaves the others indexed."""
+        try:
+            try:
+                self._index(batch)
+            except Exception as exc:
+                if len(batch) == 1:
+                    batch[0].error = exc
+                    batch[0].tree.discard()
+                    return
+                for item in batch:
+                    try:
+                        self._index([item])
+                    except Exception as one:
+                        item.error = one
+                        item.tree.discard()
+        finally:
+            for item in batch:
+                item.done = True
+
+    def _index(self, batch: list[_Queued]) -> None:
+        """One write transaction applying ``batch`` (and the entries before each that
+        the index lacks) in revision order; tree files published before it commits."""
+        # In timestamp order (an agent's revisions are too): each is then made visible
+        # at its own timestamp, unless the clock passed it meanwhile (see _visible_at).
+        order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
+        applied: list[_Queued] = []
+        with self.store.index.write_session() as ix:
+            agents = sorted({q.commit.agent_id for q in batch})
+            if len(agents) > 1:
+                # Name every agent first, in one order for every server: PostgreSQL takes
+                # an agent's lock as a session first names it, and two servers' batches
+                # naming x, y and y, x would deadlock.
+                for agent_id in agents:
+                    ix.agent(agent_id)
+            for item in order:
+                commit = item.commit
+                row = ix.agent(commit.agent_id)
+                if row is None or row.store_id != item.store_id:
+                    item.gone = True
+                    continue
+                if row.revision < commit.revision - 1:
+                    row = self._catch_up(ix, row, until=commit.revision - 1)
+                if row.revision < commit.revision:
+                    # Its timestamp, unless the clock passed it while the entry was made
+                    # (another commit, an asOf pin): every readTimestamp answered before
+                    # this transaction is at most the clock, so the commit is visible
+                    # only after all of them.
+                    visible_at = max(ix.clock() + 1, commit.ts)
+                    if ix.apply_commit(commit, visible_at, item.plan.contents, item.entry):
+                        applied.append(item)
+                if written_row(item.plan, commit, item.read_back) is None:
+                    item.row = _read(ix, commit.agent_id, item.read_back)
+            # Before the transaction commits (see the module doc): a tree published
+            # after it could be left stale by a crash, with nothing to repair it.
+            for item in applied:
+                item.tree.publish()
+        for item in order:
+            if item.gone:
+                self._forget(item)
+            else:
+                item.indexed = True
+            if item not in applied:
+                item.tree.discard()  # indexed before (a catch-up), tree included
+
+    def _forget(self, item: _Queued) -> None:
+        """The agent was erased while ``item``'s entry was being made: the entry is a
+        leftover of the erase (fsck reports one, and creating the agent removes it)."""
+        item.tree.discard()
+        try:
+            self.store.backend.delete(layout.log_key(item.commit.agent_id, item.commit.revision))
+        except Exception as exc:  # a leftover either way
+            log.warning("could not remove a leftover log entry: %s", exc)
+
+    # ---- catching up -------------------------------------------------------------------
+
+    def catch_up_agent(self, agent_id: str) -> None:
+        """Apply the agent's log entries past the index's head, in their own transaction."""
+        with self.store.index.write_session() as ix:
+            row = ix.agent(agent_id)
+            if row is not None:
+                self._catch_up(ix, row)
+
+    def catch_up(self, ix: WriteSession, row: AgentRow) -> AgentRow:
+        """Apply log entries past the index's revision (left by a crashed writer, another
+        process or node); the agent's row afterwards (``row`` itself if none)."""
+        return self._catch_up(ix, row)
+
+    def _catch_up(self, ix: WriteSession, row: AgentRow, until: int | None = None) -> AgentRow:
+        revision = row.revision
+        while until is None or revision < until:
+            key = layout.log_key(row.agent_id, revision + 1)
+            try:
+                data = self.store.backend.get(key)
+            except MissingObject:
+                break
+            try:
+                commit = Commit.from_bytes(data, where=key)
+                if commit.agent_id != row.agent_id or commit.revision != revision + 1:
+                    raise CorruptionError(
+                        f"names revision {commit.revision} of {commit.agent_id!r}"
+                    )
+                contents = self.contents(commit, key)
+            except CorruptionError as exc:
+                raise Damaged(row.agent_id, key, exc.message) from None
+            visible_at = max(now_us(), ix.clock() + 1, commit.ts)
+            self.record(ix, commit, visible_at, contents, data)
+            revision += 1
+        if revision == row.revision:
+            return row
+        fresh = ix.agent(row.agent_id)
+        assert fresh is not None
+        return fresh
+
+    def record(
+        self,
+        ix: WriteSession,
+        commit: Commit,
+        visible_at: int,
+        contents: dict[str, bytes],
+        entry: bytes,
+    ) -> None:
+        """Index a log entry read back from the log, and bring the tree to it."""
+        if ix.apply_commit(commit, visible_at, contents, entry):
+            publish_tree(self.tree(commit.agent_id), commit, contents, None)
+
+    def _has_entry(self, agent_id: str, revision: int) -> bool:
+        return self.store.backend.exists(layout.log_key(agent_id, revision))
+
+    def contents(self, commit: Commit, where: str) -> dict[str, bytes]:
+        """The contents ``commit`` (log entry ``where``) writes, each checked."""
+        contents: dict[str, bytes] = {}
+        agent_id = commit.agent_id
+        for change in commit.changes:
+            if change.after is None:
+                continue
+            if change.content is not None:
+                data = change.content.encode()
+                contents[change.after] = verified(agent_id, change.after, data, where)
+                continue
+            key = layout.blob_key(agent_id, change.after)
+            try:
+                data = self.store.backend.get(key)
+            except MissingObject:
+                raise Damaged(agent_id, key, "content is missing") from None
+            contents[change.after] = verified(agent_id, change.after, data, key)
+        return contents
+
+    # ---- the working tree ----------------------------------------------------------------
+
+    def refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
+        """A symlink on the way to a path a commit touches (or as the agent's folder or
+        its .memfs) is refused before anything is written: memfs never follows one."""
+        durable.check_no_symlink(
+            self.store.data_dir, ["agents", paths.agent_dir_name(agent_id), ".memfs"]
+        )
+        tree = self.tree(agent_id)
+        for op in ops:
+            for path in (op.src, op.dst) if isinstance(op, Move) else (op.path,):
+                tree.check(path)
+
+    def tree(self, agent_id: str) -> WorkTree:
+        root = layout.worktree_root(self.store.data_dir, agent_id)
+        return (WorkTree if self.store.worktree else NoTree)(root)

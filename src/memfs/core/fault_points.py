@@ -1,0 +1,75 @@
+"""Test-only fault points, for the durability tests' real processes (tests/test_group_commit.py).
+
+Off unless the environment variable ``MEMFS_TEST_FAULT`` is set; never set it in
+production. It names one fault:
+
+- ``after-durable-before-ack:N``: the first N commits of the process whose log entry is
+  durable go on; every later one stops right there (its entry durable, not indexed, not
+  acknowledged) and waits forever, after appending a line to the file
+  ``MEMFS_TEST_FAULT_FILE`` (if set) so a test knows when to kill -9 the process;
+- ``log-fsync-eio``: every ``os.fsync``/``os.fdatasync`` of a file or folder of an
+  agent's log (``…/.memfs/log``) fails with EIO, as a failing disk does, so no log entry
+  can be made durable.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+
+AFTER_DURABLE = "after-durable-before-ack"
+LOG_FSYNC_EIO = "log-fsync-eio"
+_LOG_FOLDER = "/.memfs/log"
+
+_mutex = threading.Lock()
+_passed = 0
+_installed = False
+
+
+def _spec() -> tuple[str, int]:
+    name, _, count = os.environ.get("MEMFS_TEST_FAULT", "").partition(":")
+    return name, int(count) if count.isdigit() else 0
+
+
+def reached(point: str) -> None:
+    """Called by the code at fault point ``point``: stops this thread there for good
+    when the environment asks for it (the test kills the process)."""
+    name, allowed = _spec()
+    if name != point:
+        return
+    global _passed
+    with _mutex:
+        _passed += 1
+        if _passed <= allowed:
+            return
+        marker = os.environ.get("MEMFS_TEST_FAULT_FILE")
+        if marker:
+            with open(marker, "a") as out:
+                out.write(f"{os.getpid()} {point}\n")
+    threading.Event().wait()
+
+
+def install() -> None:
+    """Make the log's fsyncs fail with EIO when ``MEMFS_TEST_FAULT=log-fsync-eio``."""
+    global _installed
+    if _installed or _spec()[0] != LOG_FSYNC_EIO:
+        return
+    _installed = True
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+        setattr(os, name, _failing(real))
+
+
+def _failing(real: Callable[[int], None]) -> Callable[[int], None]:
+    def sync(fd: int) -> None:
+        try:
+            where = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            where = ""
+        if _LOG_FOLDER in where:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), where)
+        real(fd)
+
+    return sync
