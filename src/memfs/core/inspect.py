@@ -12,11 +12,12 @@ store as it was then, because commits made later always get a later ``visible_at
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,8 +130,18 @@ def _token(value: object) -> str | None:
 
 
 def inspect(
-    store: Store, target: Target, pages: dict[str, Page], as_of: int | None, signer: Signer
+    store: Store,
+    target: Target,
+    pages: dict[str, Page],
+    as_of: int | None,
+    signer: Signer,
+    *,
+    heads: bool = False,
 ) -> dict[str, Any]:
+    """The listings of ``pages`` at one snapshot. ``heads`` is the console's abbreviated
+    log: the same steps, order, pages, tokens and pin, each commit's ``changes`` cut to
+    its first ``LOG_HEAD`` with ``changeCount`` its total (read from the commit's index
+    row without the rest of a bulk commit's changes); the API gives every change."""
     if as_of is not None:
         _settle(store, as_of)
     with store.index.read_session() as conn:
@@ -151,7 +162,12 @@ def inspect(
         pin = as_of if as_of is not None else clock
         out: dict[str, Any] = {}
         tokens = {"chunks": "", "nodes": "", "edges": "", "log": ""}
-        walkers = {"chunks": _chunks, "nodes": _nodes, "edges": _edges, "log": _log}
+        walkers: dict[str, Walker] = {
+            "chunks": _chunks,
+            "nodes": _nodes,
+            "edges": _edges,
+            "log": functools.partial(_log, heads=heads),
+        }
         results: dict[str, list[dict[str, Any]]] = {}
         for listing, page in pages.items():
             items: list[dict[str, Any]] = []
@@ -213,6 +229,8 @@ def _decode(signer: Signer, token: str, listing: str, target: Target) -> tuple[i
 
 
 # ---- walkers: each yields (position, item) in order, starting after ``after`` ------
+
+Walker = Callable[[ReadSession, Target, int, Any], Iterator[tuple[Any, dict[str, Any]]]]
 
 _BATCH = 256
 
@@ -364,7 +382,7 @@ _LAST = 1 << 62  # after any revision
 
 
 def _log(
-    conn: ReadSession, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any, *, heads: bool = False
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Commit steps and run steps in the order they became visible, oldest first.
 
@@ -376,23 +394,23 @@ def _log(
     at, agent, kind, run_id, seq = key
     commit_seek = (at, agent, seq if kind == 0 else (-1 if kind < 0 else _LAST))
     run_seek = (at, agent, run_id, seq) if kind == 1 else (at, agent, "", -1)
-    commits = _steps(conn, target, pin, commit_seek, commits=True)
+    commits = _steps(conn, target, pin, commit_seek, commits=True, heads=heads)
     runs = _steps(conn, target, pin, run_seek, commits=False)
     for row in heapq.merge(commits, runs, key=lambda r: (r[0], r[1], r[2], r[3], r[4])):
         position = [row[0], row[1], row[2], row[3], row[4]]
         if row[2] == 0:
-            yield (
-                position,
-                {
-                    "type": "commit",
-                    "agentId": row[1],
-                    "revision": row[4],
-                    "timestamp": format_ts(row[5]),
-                    "actor": row[6],
-                    "message": row[7],
-                    "changes": json.loads(row[8]),
-                },
-            )
+            step = {
+                "type": "commit",
+                "agentId": row[1],
+                "revision": row[4],
+                "timestamp": format_ts(row[5]),
+                "actor": row[6],
+                "message": row[7],
+                "changes": json.loads(row[8]),
+            }
+            if heads:
+                step["changeCount"] = row[11]
+            yield position, step
         else:
             yield (
                 position,
@@ -425,6 +443,7 @@ def _steps(
     seek: tuple[Any, ...],
     *,
     commits: bool,
+    heads: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
     """Commit rows (or run-step rows) after ``seek`` = (visible_at, agent, *rest)."""
     lowest: tuple[Any, ...] = (-1,) if commits else ("", -1)
@@ -435,9 +454,13 @@ def _steps(
             # positions are bound to this agent; anything else seeks to a whole instant
             if agent != target.ident:
                 at, tail = (at, list(lowest)) if agent < target.ident else (at + 1, list(lowest))
-            rows = conn.step_rows("agent", target.ident, (at, *tail), pin, batch, commits=commits)
+            rows = conn.step_rows(
+                "agent", target.ident, (at, *tail), pin, batch, commits=commits, heads=heads
+            )
         else:
-            rows = conn.step_rows("scope", target.ident, seek, pin, batch, commits=commits)
+            rows = conn.step_rows(
+                "scope", target.ident, seek, pin, batch, commits=commits, heads=heads
+            )
         yield from rows
         if len(rows) < batch:
             return
