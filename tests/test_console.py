@@ -359,7 +359,8 @@ def test_the_inspect_log_shows_a_bulk_commits_first_changes_its_count_and_a_link
         assert shown == list(range(LOG_HEAD)), url
         assert f"… and {total - LOG_HEAD} more changes" in log
         assert f'<a href="{history.replace("&", "&amp;")}">revision {revision} in the' in log
-        assert f'"changeCount": {total}' in log  # the step's fields, as the page read them
+        # The step's fields, as the page read them, one a line.
+        assert f"\n  &#34;changeCount&#34;: {total},\n" in log
     listed = client.get(history).text
     assert f'id="revision-{revision}"' in listed
     assert all(f"/memories/bulk/{i:03}.md" in listed for i in range(total))
@@ -375,3 +376,16 @@ def test_the_inspect_log_shows_a_bulk_commits_first_changes_its_count_and_a_link
     reader = signed_in(api, narrow)
     assert reader.get(f"{PAGE}/inspect").status_code == 403
     assert reader.get("/console/scopes/users/inspect").status_code == 403
+
+
+def test_the_inspect_items_fields_are_text(api: Api) -> None:
+    """Each item's "All fields" box (render.fields, no longer tojson) escapes what a
+    sender wrote in a description or a path: nothing in it becomes markup."""
+    api.must_write(
+        "/memories/<b>x.md",
+        '---\ndescription: "</pre><script>alert(1)</script>"\n---\nsee [[</pre><i>]]\n',
+    )
+    page = signed_in(api).get(f"{PAGE}/inspect").text
+    assert "<script>alert" not in page and "<b>" not in page and "<i>" not in page
+    assert "&#34;description&#34;: &#34;&lt;/pre&gt;&lt;script&gt;alert(1)" in page
+    assert "&#34;path&#34;: &#34;/memories/&lt;b&gt;x.md&#34;" in page

@@ -235,22 +235,28 @@ Walker = Callable[[ReadSession, Target, int, Any], Iterator[tuple[Any, dict[str,
 _BATCH = 256
 
 
-def _versions(conn: ReadSession, target: Target, pin: int, after: Any) -> Iterator[tuple[Any, ...]]:
+def _versions(
+    conn: ReadSession, target: Target, pin: int, after: Any, first: int = _BATCH
+) -> Iterator[tuple[Any, ...]]:
     """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
 
     Each query is one primary-key range sought from ``after``. (A single query with
     ``agent_id=?`` or the scope's ``OR`` made SQLite range over the whole target and
     skip to ``after`` row by row, so a page cost grew with its place in the walk.)
+    ``first``: the first batch's size, a default page and the row that says "more"
+    (the rest are ``_BATCH``), so a default page reads no rows it does not show.
     """
     key = tuple(after[:3]) if isinstance(after, list) and len(after) >= 3 else ("", "", 0)
+    batch = first
     for low, high in _spans(target):
         seek = max(key, (low, "", 0))
         while True:
-            rows = conn.version_rows(seek, high, pin, _BATCH)
+            rows = conn.version_rows(seek, high, pin, batch)
             yield from rows
-            if len(rows) < _BATCH:
+            if len(rows) < batch:
                 break
             seek = (rows[-1][0], rows[-1][1], rows[-1][2])
+            batch = _BATCH
 
 
 def _spans(target: Target) -> list[tuple[str, str]]:
@@ -281,7 +287,8 @@ def _chunks(
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
-    for row in _versions(conn, target, pin, _resume(after)):
+    # Each version gives one chunk or more: a default page needs at most its size + 1.
+    for row in _versions(conn, target, pin, _resume(after), LIMITS["chunks"][0] + 1):
         valid_to, superseded = _validity(row, pin)
         # An empty memory is still a stored version: it shows as one empty chunk.
         chunks = split_chunks(_content(conn, row[0], row[3]), CHUNK_BYTES) or [_EMPTY]
@@ -326,7 +333,7 @@ def _same(after: Any, row: tuple[Any, ...]) -> bool:
 def _nodes(
     conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
-    for row in _versions(conn, target, pin, after):
+    for row in _versions(conn, target, pin, after, LIMITS["nodes"][0] + 1):
         valid_to, superseded = _validity(row, pin)
         yield (
             [row[0], row[1], row[2]],
