@@ -142,6 +142,21 @@ def listing_rows(base: str, folders: Sequence[str], memories: Sequence[MemoryRow
     return Markup("".join(out))
 
 
+def change_items(changes: Sequence[Mapping[str, Any]]) -> Markup:
+    """The ``<li>`` items of a log step's changes ("operation path vN"). Written here,
+    not in the template, as ``listing_rows``: a log page of 50 bulk commits shows 1,000
+    changes, and Jinja's lookups and autoescape calls per change were a third of the
+    inspect page. Every field is escaped (paths are written by models and senders)."""
+    escape = markupsafe.escape
+    return Markup(
+        "".join(
+            f"<li>{escape(c.get('operation', ''))} {escape(c.get('path', ''))}"
+            f" v{escape(c.get('version', ''))}</li>"
+            for c in changes
+        )
+    )
+
+
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 
 
@@ -174,6 +189,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["seg"] = segment
     env.filters["fields"] = fields
+    env.filters["change_items"] = change_items
     env.filters["mhref"] = memory_href
     env.filters["ts"] = timestamp
     env.filters["wbr"] = breakable

@@ -16,15 +16,18 @@ SCHEMA_VERSION = 7
 
 # A commit's changes (its log entry's, inline contents taken out), and before them its
 # change count and first changes (domain.commits.LOG_HEAD): the console's log shows only
-# those, and reads them without decoding, or even reading, a bulk commit's thousands
-# (the long ``changes`` text is last, so the row's leading columns stay on its B-tree
-# page rather than behind its overflow pages).
+# those, and reads them without decoding, or even reading, a bulk commit's thousands.
+# The long ``changes`` text is last, so the leading columns are read from the start of
+# the row, not after its overflow pages. And it is a rowid table: in a WITHOUT ROWID
+# table the row is the B-tree key, and SQLite reads a whole overflowing key (hundreds
+# of KiB for a bulk commit) for every comparison of a seek; a log page's seeks from the
+# (agent_id, visible_at) index compared rowids instead.
 _COMMITS_TABLE = """CREATE TABLE IF NOT EXISTS {name}(
   agent_id TEXT NOT NULL, revision INTEGER NOT NULL, ts INTEGER NOT NULL,
   visible_at INTEGER NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
   change_count INTEGER NOT NULL, head_changes TEXT NOT NULL,
   changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision)
-) WITHOUT ROWID"""
+)"""
 
 
 def commits_table(name: str = "commits") -> str:
@@ -154,9 +157,9 @@ def _add_agent_counts(conn: sqlite3.Connection) -> None:
 
 def _add_commit_heads(conn: sqlite3.Connection) -> None:
     """Each commits row keeps its change count and first changes before its changes
-    (``commits_table``): the table is made again in that column order (added columns
-    would sit after the long changes text, behind its overflow pages), filled from the
-    changes each row holds."""
+    (``commits_table``): the table is made again, a rowid table in that column order
+    (added columns would sit after the long changes text, behind its overflow pages),
+    filled from the changes each row holds."""
     conn.execute(commits_table("commits_heads"))
     conn.execute(
         "INSERT INTO commits_heads SELECT agent_id, revision, ts, visible_at, actor, message,"
