@@ -18,7 +18,11 @@ counts are kept in the agent's index row by each commit; they used to be a scan 
 memory on the first view after one). Last, the inspect page and memory:inspect's graph
 page are timed before and after the links table in the same run: the old edges walk
 (tests/inspect_oracle.py, every stored version's content read) swapped in for
-``--old-rounds`` rounds, interleaved with the shipped one. Nothing here asserts.
+``--old-rounds`` rounds, interleaved with the shipped one (0 leaves that out). Then the
+inspect page with its log read as before commits rows kept their first changes (every
+change decoded, then cut: ``full_log``) against the shipped one, interleaved, and the
+page's sections one at a time through core.inspect as the console asks for them.
+Nothing here asserts.
 """
 
 from __future__ import annotations
