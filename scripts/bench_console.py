@@ -18,17 +18,23 @@ counts are kept in the agent's index row by each commit; they used to be a scan 
 memory on the first view after one). Last, the inspect page and memory:inspect's graph
 page are timed before and after the links table in the same run: the old edges walk
 (tests/inspect_oracle.py, every stored version's content read) swapped in for
-``--old-rounds`` rounds, interleaved with the shipped one. Nothing here asserts.
+``--old-rounds`` rounds, interleaved with the shipped one (0 leaves that out). Then the
+inspect page with its log read as before commits rows kept their first changes (every
+change decoded, then cut: ``full_log``) against the shipped one, interleaved, and the
+page's sections one at a time through core.inspect as the console asks for them.
+Nothing here asserts.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -37,8 +43,10 @@ import benchkit
 from benchkit import Report, ms, say
 
 from memfs.config import Settings
+from memfs.core import inspect as inspecting
 from memfs.core.store import Put, Store
 from memfs.derived.worktree import WorkTree
+from memfs.domain.commits import LOG_HEAD
 from memfs.http.app import MemfsApp, build
 
 AGENT = "bench/console"
@@ -257,7 +265,9 @@ async def run(args: argparse.Namespace, root: Path) -> Report:
             "≤ 50 ms",
             c <= 0.050,
         )
-    await before_after(app, args, session, api, agent, report)
+    if args.old_rounds:
+        await before_after(app, args, session, api, agent, report)
+    await log_before_after(app, args, session, api, agent, report)
     app.services.store.close()
     return report
 
@@ -295,21 +305,82 @@ async def before_after(
             new.append(await timed(app, requests))
         o, n = benchkit.median(old), benchkit.median(new)
         say(f"  {name}: before {ms(o, 1)}, after {ms(n, 1)}")
-        if name == "inspect page (console)":
-            # Where the page's time goes now: memory:inspect one section at a time.
-            for section in ("vectors", "graph", "log"):
-                one = json.dumps({section: {}}).encode()
-                request = [("POST", f"/v1/agents/{agent}/memory:inspect", json_body, one)]
-                times = [await timed(app, request) for _ in range(max(3, args.rounds // 2))]
-                report.add(
-                    f"memory:inspect, {section} section alone", ms(benchkit.median(times), 1)
-                )
         report.add(
             f"{name}: before (edges from contents) / after (links table)",
             f"{o / n:,.0f}x ({ms(o, 1)} vs {ms(n, 1)})",
             "after ≤ 50 ms",
             n <= 0.050,
         )
+
+
+@contextlib.contextmanager
+def full_log() -> Iterator[None]:
+    """The console's log as it was before commits rows kept their first changes: every
+    change of every commit decoded (the API's log), then cut to the first LOG_HEAD."""
+
+    def old_log(*a: Any, heads: bool = False) -> Iterator[tuple[Any, dict[str, Any]]]:
+        for position, step in original(*a, heads=False):
+            if heads and step["type"] == "commit":
+                step["changeCount"] = len(step["changes"])
+                step["changes"] = step["changes"][:LOG_HEAD]
+            yield position, step
+
+    original = inspecting._log
+    inspecting._log = old_log  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        inspecting._log = original
+
+
+async def log_before_after(
+    app: MemfsApp,
+    args: argparse.Namespace,
+    session: dict[str, str],
+    api: dict[str, str],
+    agent: str,
+    report: Report,
+) -> None:
+    """The inspect page with its log as it was (every change of every commit on the page
+    decoded, then cut: ``full_log``) and as shipped (each commit row's change count and
+    first changes), interleaved in this run; then the page's sections one at a time,
+    as core.inspect reads them for the console (``heads``)."""
+    page = [("GET", f"/console/agents/{agent}/inspect", session, b"")]
+    await timed(app, page)  # warm up
+    old: list[float] = []
+    new: list[float] = []
+    for _ in range(args.rounds):
+        with full_log():
+            old.append(await timed(app, page))
+        new.append(await timed(app, page))
+    o, n = benchkit.median(old), benchkit.median(new)
+    report.add(
+        "inspect page: before (every change decoded) / after (commit heads)",
+        f"{o / n:,.1f}x ({ms(o, 1)} vs {ms(n, 1)})",
+        "after ≤ 50 ms",
+        n <= 0.050,
+    )
+    store = app.services.store
+    signer = app.services.signer
+    target = inspecting.Target("agent", AGENT)
+    sections = {
+        "vectors": ["chunks"],
+        "graph": ["nodes", "edges"],
+        "log (console: heads)": ["log"],
+    }
+    for name, listings in sections.items():
+        pages = {x: inspecting.Page(inspecting.LIMITS[x][0], None) for x in listings}
+        times = []
+        for _ in range(max(3, args.rounds // 2)):
+            began = time.perf_counter()
+            inspecting.inspect(store, target, pages, None, signer, heads=True)
+            times.append(time.perf_counter() - began)
+        report.add(f"core inspect, {name} section alone", ms(benchkit.median(times), 1))
+    json_body = {**api, "Content-Type": "application/json"}
+    one = json.dumps({"log": {}}).encode()
+    request = [("POST", f"/v1/agents/{agent}/memory:inspect", json_body, one)]
+    times = [await timed(app, request) for _ in range(3)]
+    report.add("memory:inspect (API), log section alone", ms(benchkit.median(times), 1))
 
 
 def main() -> None:
@@ -325,7 +396,8 @@ def main() -> None:
         "--old-rounds",
         type=int,
         default=3,
-        help="rounds of the old edges walk (20 s a call at 100k memories; default 3)",
+        help="rounds of the old edges walk (20 s a call at 100k memories; default 3;"
+        " 0 leaves that comparison out)",
     )
     args = parser.parse_args()
     WorkTree.update = lambda *a, **k: None  # type: ignore[method-assign]

@@ -17,6 +17,8 @@ from starlette.testclient import TestClient
 from console_helpers import csrf_of, sign_in
 from http_fixtures import ADMIN_KEY, AGENT, Api, enc, open_api
 from memfs.config import load
+from memfs.core.store import Put
+from memfs.domain.commits import LOG_HEAD
 from memfs.http.app import build
 
 BOB = "users/bob/assistant"
@@ -333,3 +335,57 @@ def test_the_folder_listing_escapes_what_senders_wrote_and_links_each_row(api: A
     href = f"{PAGE}/memories/x%22%26%3Cb%3E/a%20%3Ci%3Eb.md"
     assert f'<a class="memory" href="{href}">a &lt;i&gt;b.md</a>' in folder
     assert client.get(href).status_code == 200
+
+
+def _log_section(html: str) -> str:
+    return html[html.index('<h2 id="log-h">') :]
+
+
+def test_the_inspect_log_shows_a_bulk_commits_first_changes_its_count_and_a_link(
+    api: Api,
+) -> None:
+    """A commit of more changes than its index row keeps apart shows those first ones,
+    "… and K more changes" and a link to the commit on the history page, which lists
+    every change; the API's inspect still gives every change (the full audit view)."""
+    total = LOG_HEAD + 7
+    ops = [Put(f"/memories/bulk/{i:03}.md", f"bulk {i}\n".encode()) for i in range(total)]
+    revision = api.app.services.store.apply(AGENT, ops, actor="t", message="bulk").revision
+    client = signed_in(api)
+    history = f"{PAGE}/history?before={revision + 1}#revision-{revision}"
+    # From the agent's inspect and from its scope's: the link names the commit's agent.
+    for url in (f"{PAGE}/inspect", "/console/scopes/users/inspect"):
+        log = _log_section(client.get(url).text)
+        shown = [i for i in range(total) if f"/memories/bulk/{i:03}.md v1" in log]
+        assert shown == list(range(LOG_HEAD)), url
+        assert f"… and {total - LOG_HEAD} more changes" in log
+        assert f'<a href="{history.replace("&", "&amp;")}">revision {revision} in the' in log
+        # The step's fields, as the page read them, one a line.
+        assert f"\n  &#34;changeCount&#34;: {total},\n" in log
+    listed = client.get(history).text
+    assert f'id="revision-{revision}"' in listed
+    assert all(f"/memories/bulk/{i:03}.md" in listed for i in range(total))
+    # The API's log step carries every change and no count of its own.
+    answer = api.post(f"/v1/agents/{enc(AGENT)}/memory:inspect", json={"log": {}})
+    assert answer.status_code == 200, answer.text
+    [bulk] = [s for s in answer.json()["log"]["steps"] if s.get("revision") == revision]
+    assert [c["path"] for c in bulk["changes"]] == [op.path for op in ops]
+    assert "changeCount" not in bulk
+    # A narrow key without the inspect scope still sees none of it.
+    narrow = api.make_key("reader", ["memories:read", "agents:users/alice"])
+    client.cookies.clear()
+    reader = signed_in(api, narrow)
+    assert reader.get(f"{PAGE}/inspect").status_code == 403
+    assert reader.get("/console/scopes/users/inspect").status_code == 403
+
+
+def test_the_inspect_items_fields_are_text(api: Api) -> None:
+    """Each item's "All fields" box (render.fields, no longer tojson) escapes what a
+    sender wrote in a description or a path: nothing in it becomes markup."""
+    api.must_write(
+        "/memories/<b>x.md",
+        '---\ndescription: "</pre><script>alert(1)</script>"\n---\nsee [[</pre><i>]]\n',
+    )
+    page = signed_in(api).get(f"{PAGE}/inspect").text
+    assert "<script>alert" not in page and "<b>" not in page and "<i>" not in page
+    assert "&#34;description&#34;: &#34;&lt;/pre&gt;&lt;script&gt;alert(1)" in page
+    assert "&#34;path&#34;: &#34;/memories/&lt;b&gt;x.md&#34;" in page

@@ -15,16 +15,36 @@ import pytest
 
 from memfs.core import inspect
 from memfs.core.search import search
-from memfs.core.store import Store
+from memfs.core.store import Delete, Put, Store
 from memfs.core.tokens import Signer
 from memfs.derived import index
 from memfs.derived.index.schema import MIGRATIONS
+from memfs.domain.commits import LOG_HEAD
 
 AGENT = "alice"
 
 
+def _schema_6(conn: sqlite3.Connection) -> None:
+    """Before commits rows kept their change count and first changes (the console's log)."""
+    conn.execute(
+        "CREATE TABLE commits_6(agent_id TEXT NOT NULL, revision INTEGER NOT NULL,"
+        " ts INTEGER NOT NULL, visible_at INTEGER NOT NULL, actor TEXT NOT NULL,"
+        " message TEXT NOT NULL, changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision))"
+        " WITHOUT ROWID"
+    )
+    conn.execute(
+        "INSERT INTO commits_6 SELECT agent_id, revision, ts, visible_at, actor, message,"
+        " changes FROM commits"
+    )
+    conn.execute("DROP TABLE commits")
+    conn.execute("ALTER TABLE commits_6 RENAME TO commits")
+    conn.execute("CREATE INDEX commits_by_visibility ON commits(visible_at)")
+    conn.execute("CREATE INDEX commits_by_agent_visibility ON commits(agent_id, visible_at)")
+
+
 def _schema_5(conn: sqlite3.Connection) -> None:
     """Before the links table of inspect's graph edges."""
+    _schema_6(conn)
     conn.execute("DROP TABLE links")
 
 
@@ -61,6 +81,7 @@ OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {
     3: _schema_3,
     4: _schema_4,
     5: _schema_5,
+    6: _schema_6,
 }
 
 
@@ -90,11 +111,22 @@ def _edges(store: Store) -> list[dict[str, object]]:
     return edges
 
 
+def _log(store: Store, *, heads: bool) -> list[dict[str, object]]:
+    pages = {"log": inspect.Page(200, None)}
+    target = inspect.Target("agent", AGENT)
+    body = inspect.inspect(store, target, pages, None, Signer(b"k" * 32), heads=heads)
+    steps: list[dict[str, object]] = body["log"]["steps"]
+    return steps
+
+
 @pytest.mark.parametrize("schema", sorted(OLDER))
 def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, schema: int) -> None:
     data = tmp_path / "data"
     store = Store(data)
     store.create_agent(AGENT, None)
+    bulk = [Put(f"/memories/bulk/{i:02}.md", b"x\n") for i in range(LOG_HEAD + 5)]
+    store.apply(AGENT, bulk, actor="t", message="bulk")
+    store.apply(AGENT, [Delete(op.path) for op in bulk], actor="t", message="unbulk")
     for name in ("b.md", "a.md", "notes/c.md"):
         text = f"---\ndescription: {name}\n---\nthe body of zebra{name[0]}\n"
         text += "see [[a]], [b](../b.md) and [[gone]]\n"
@@ -104,6 +136,8 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
     edges = _edges(store)
     assert len(edges) == 2 + 2 + 3 + 1  # "../b.md" from /memories is above the root
     before_stats = store.agent_stats(AGENT)
+    log, heads = _log(store, heads=False), _log(store, heads=True)
+    assert heads[0]["changeCount"] == LOG_HEAD + 5 and len(heads[0]["changes"]) == LOG_HEAD
     with store.index.write() as conn:
         OLDER[schema](conn)
         conn.execute("UPDATE meta SET value=? WHERE key='schema'", (schema,))
@@ -119,6 +153,8 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
         assert "damage" in tables
         assert _listing(reopened) == before
         assert _edges(reopened) == edges  # the links table filled from the versions
+        assert _log(reopened, heads=False) == log  # every change, as before
+        assert _log(reopened, heads=True) == heads  # counts and first changes filled
         assert reopened.agent_stats(AGENT) == (3, before_stats[1])  # counted when migrated
         # Memories written before the full-text index existed are found by their words.
         found_by_body = search(reopened, Signer(b"k" * 32), agent_id=AGENT, query="zebran")

@@ -5,6 +5,7 @@ schema it does not know rather than dropping what a newer memfs wrote."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 
 import psycopg
@@ -13,13 +14,20 @@ import pytest
 from memfs.derived.index.postgres import IndexUnreachable, PostgresIndex
 from memfs.derived.index.postgres.schema import MIGRATIONS
 from memfs.derived.index.schema import SCHEMA_VERSION
-from memfs.domain.commits import CREATED, Change, Commit
+from memfs.domain.commits import CREATED, LOG_HEAD, Change, Commit
 
 AGENT = "alice"
+BULK = "bulk"
+
+
+def _schema_6(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Before commits rows kept their change count and first changes (the console's log)."""
+    conn.execute("ALTER TABLE commits DROP COLUMN change_count, DROP COLUMN head_changes")
 
 
 def _schema_5(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Before the links table of inspect's graph edges."""
+    _schema_6(conn)
     conn.execute("DROP TABLE links")
 
 
@@ -65,6 +73,7 @@ OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
     3: _schema_3,
     4: _schema_4,
     5: _schema_5,
+    6: _schema_6,
 }
 
 
@@ -92,14 +101,30 @@ def _fill(idx: PostgresIndex) -> None:
             )
             commit = Commit(AGENT, revision, revision * 1000, "t", "m", (change,))
             s.apply_commit(commit, revision * 1000, {sha: data}, commit.to_bytes())
+        # A bulk commit of another agent: more changes than its row keeps apart.
+        s.put_agent(BULK, "Bulk", "store-1", 5)
+        sha = hashlib.sha256(b"x").hexdigest()
+        changes = tuple(
+            Change(f"/memories/{i:02}.md", CREATED, 1, None, sha, 1, content="x")
+            for i in range(LOG_HEAD + 5)
+        )
+        commit = Commit(BULK, 1, 9_000, "t", "bulk", changes)
+        s.apply_commit(commit, 9_000, {sha: b"x"}, commit.to_bytes())
 
 
-def _listing(idx: PostgresIndex) -> tuple[bytes, list[str], list[tuple[object, ...]]]:
+Listing = tuple[bytes, list[str], list[tuple[object, ...]], list[list[tuple[object, ...]]]]
+
+
+def _listing(idx: PostgresIndex) -> Listing:
     with idx.read_session() as s:
         page = s.list_memories_json(AGENT, "", after=None, limit=100, depth_one=False)
         rows = sorted(r[6] for r in s.live_rows(AGENT))
         links = s.link_rows(("", "", 0, -1), AGENT + "\x00", 1 << 62, 100)
-    return page.memories, rows, links
+        log = [
+            s.step_rows("agent", BULK, (-1, -1), 1 << 62, 10, commits=True, heads=heads)
+            for heads in (False, True)
+        ]
+    return page.memories, rows, links, log
 
 
 @pytest.mark.parametrize("schema", sorted(OLDER))
@@ -110,6 +135,10 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(
     _fill(idx)
     before = _listing(idx)
     assert len(before[2]) == 6  # two links in each of three versions
+    full, heads = before[3]
+    assert [r[11] for r in heads] == [LOG_HEAD + 5]  # the change count
+    assert len(json.loads(str(heads[0][8]))) == LOG_HEAD
+    assert json.loads(str(heads[0][8])) == json.loads(str(full[0][8]))[:LOG_HEAD]
     with idx.read_session() as s:
         before_stats = s.agent_stats(AGENT)
     assert before_stats[0] == 3

@@ -721,3 +721,53 @@ def test_continuing_one_graph_listing_does_not_restart_the_other(api: Api) -> No
     )
     assert [n["path"] for n in nodes["graph"]["nodes"]] == [f"/memories/n{i}.md" for i in (1, 2, 3)]
     assert nodes["graph"]["edges"] == []
+
+
+def test_the_consoles_abbreviated_log_walks_like_the_full_one(tmp_path: Path) -> None:
+    """``inspect(…, heads=True)`` (the console's log): the same steps in the same order,
+    the same pages, tokens and pin as the API's; only a commit's ``changes`` cut to its
+    first LOG_HEAD, with ``changeCount`` its total."""
+    from memfs.core import inspect as inspecting
+    from memfs.core.store import Delete
+    from memfs.core.tokens import Signer
+    from memfs.domain.commits import LOG_HEAD
+
+    store = Store(tmp_path / "data")
+    try:
+        store.create_agent(AGENT, None)
+        for c in range(3):
+            ops = [Put(f"/memories/c{c}/{i:02}.md", b"x\n") for i in range(LOG_HEAD + c)]
+            store.apply(AGENT, ops, actor="t", message=f"bulk {c}")
+        store.apply(AGENT, [Delete("/memories/c0/00.md")], actor="t")
+        target, signer = inspecting.Target("agent", AGENT), Signer(b"k" * 32)
+
+        def walk(heads: bool) -> list[tuple[list[dict[str, Any]], str]]:
+            pages: list[tuple[list[dict[str, Any]], str]] = []
+            token: str | None = None
+            pin: int | None = None
+            while True:
+                page = {"log": inspecting.Page(2, token)}
+                body = inspecting.inspect(store, target, page, pin, signer, heads=heads)
+                token, pin = body["nextLogToken"], parse_ts(body["readTimestamp"])
+                # A token's pin and position (its expiry differs from call to call).
+                at = inspecting._decode(signer, token, "log", target) if token else None
+                pages.append((body["log"]["steps"], json.dumps(at)))
+                if not token:
+                    return pages
+
+        full, heads = walk(False), walk(True)
+        assert [t for _s, t in full] == [t for _s, t in heads]  # the same tokens
+        assert [len(s) for s, _t in full] == [len(s) for s, _t in heads] == [2, 2]
+        for every, head in zip(
+            [s for p, _t in full for s in p], [s for p, _t in heads for s in p], strict=True
+        ):
+            count = len(every["changes"])
+            assert head == {**every, "changes": every["changes"][:LOG_HEAD], "changeCount": count}
+        assert [s["changeCount"] for p, _t in heads for s in p] == [
+            LOG_HEAD,
+            LOG_HEAD + 1,
+            LOG_HEAD + 2,
+            1,
+        ]
+    finally:
+        store.close()

@@ -7,6 +7,7 @@ shows nothing of what it would have shown; lists hold only what the key covers.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -31,7 +32,6 @@ from memfs.errors import Forbidden, InvalidRequest, NotFound
 
 RAW_PREVIEW = 512 * 1024  # characters of raw text a memory page shows at most
 DIFF_LIMIT = 512 * 1024
-STEP_CHANGES = 20  # changes of a log step shown on the inspect page
 
 
 def _agent(view: View, action: str) -> str:
@@ -214,8 +214,12 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
         listing: inspecting.Page(inspecting.LIMITS[listing][0], view.arg(name))
         for listing, name in TOKENS.items()
     }
+    # The abbreviated log: a bulk commit's first changes and its count, read without
+    # its thousands of other changes (the API and the CLI give them all).
     body = await run_in_threadpool(
-        inspecting.inspect, view.store, target, pages, as_of, view.signer
+        functools.partial(
+            inspecting.inspect, view.store, target, pages, as_of, view.signer, heads=True
+        )
     )
     read_at = str(body["readTimestamp"])
     current = {name: view.arg(name) or "" for name in TOKENS.values()}
@@ -248,12 +252,18 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
 
 
 def _step(step: dict[str, Any]) -> dict[str, Any]:
-    """A log step with at most STEP_CHANGES of its changes (a bulk commit holds
-    thousands; the API and the CLI give them all)."""
+    """A log step as shown: a commit's changes beyond its first ones (``LOG_HEAD``) are
+    counted, with a link to the commit on the agent's history page, which lists them."""
+    count = step.get("changeCount")
     changes = step.get("changes")
-    if not isinstance(changes, list) or len(changes) <= STEP_CHANGES:
+    if not isinstance(count, int) or not isinstance(changes, list) or count <= len(changes):
         return step
-    return {**step, "changes": changes[:STEP_CHANGES], "moreChanges": len(changes) - STEP_CHANGES}
+    history = f"/console/agents/{segment(str(step['agentId']))}/history"
+    return {
+        **step,
+        "moreChanges": count - len(changes),
+        "commitHref": f"{history}?before={int(step['revision']) + 1}#revision-{step['revision']}",
+    }
 
 
 async def inspect_agent(view: View) -> Response:

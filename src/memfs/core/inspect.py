@@ -12,11 +12,12 @@ store as it was then, because commits made later always get a later ``visible_at
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,8 +130,18 @@ def _token(value: object) -> str | None:
 
 
 def inspect(
-    store: Store, target: Target, pages: dict[str, Page], as_of: int | None, signer: Signer
+    store: Store,
+    target: Target,
+    pages: dict[str, Page],
+    as_of: int | None,
+    signer: Signer,
+    *,
+    heads: bool = False,
 ) -> dict[str, Any]:
+    """The listings of ``pages`` at one snapshot. ``heads`` is the console's abbreviated
+    log: the same steps, order, pages, tokens and pin, each commit's ``changes`` cut to
+    its first ``LOG_HEAD`` with ``changeCount`` its total (read from the commit's index
+    row without the rest of a bulk commit's changes); the API gives every change."""
     if as_of is not None:
         _settle(store, as_of)
     with store.index.read_session() as conn:
@@ -151,7 +162,12 @@ def inspect(
         pin = as_of if as_of is not None else clock
         out: dict[str, Any] = {}
         tokens = {"chunks": "", "nodes": "", "edges": "", "log": ""}
-        walkers = {"chunks": _chunks, "nodes": _nodes, "edges": _edges, "log": _log}
+        walkers: dict[str, Walker] = {
+            "chunks": _chunks,
+            "nodes": _nodes,
+            "edges": _edges,
+            "log": functools.partial(_log, heads=heads),
+        }
         results: dict[str, list[dict[str, Any]]] = {}
         for listing, page in pages.items():
             items: list[dict[str, Any]] = []
@@ -218,25 +234,33 @@ def _decode(signer: Signer, token: str, listing: str, target: Target) -> tuple[i
 
 # ---- walkers: each yields (position, item) in order, starting after ``after`` ------
 
+Walker = Callable[[ReadSession, Target, int, Any], Iterator[tuple[Any, dict[str, Any]]]]
+
 _BATCH = 256
 
 
-def _versions(conn: ReadSession, target: Target, pin: int, after: Any) -> Iterator[tuple[Any, ...]]:
+def _versions(
+    conn: ReadSession, target: Target, pin: int, after: Any, first: int = _BATCH
+) -> Iterator[tuple[Any, ...]]:
     """Stored (non-tombstone) versions visible at ``pin``, by (agent, path, version).
 
     Each query is one primary-key range sought from ``after``. (A single query with
     ``agent_id=?`` or the scope's ``OR`` made SQLite range over the whole target and
     skip to ``after`` row by row, so a page cost grew with its place in the walk.)
+    ``first``: the first batch's size, a default page and the row that says "more"
+    (the rest are ``_BATCH``), so a default page reads no rows it does not show.
     """
     key = tuple(after[:3]) if isinstance(after, list) and len(after) >= 3 else ("", "", 0)
+    batch = first
     for low, high in _spans(target):
         seek = max(key, (low, "", 0))
         while True:
-            rows = conn.version_rows(seek, high, pin, _BATCH)
+            rows = conn.version_rows(seek, high, pin, batch)
             yield from rows
-            if len(rows) < _BATCH:
+            if len(rows) < batch:
                 break
             seek = (rows[-1][0], rows[-1][1], rows[-1][2])
+            batch = _BATCH
 
 
 def _spans(target: Target) -> list[tuple[str, str]]:
@@ -267,7 +291,8 @@ def _chunks(
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     skip_through = after[3] if isinstance(after, list) and len(after) == 4 else -1
     first = True
-    for row in _versions(conn, target, pin, _resume(after)):
+    # Each version gives one chunk or more: a default page needs at most its size + 1.
+    for row in _versions(conn, target, pin, _resume(after), LIMITS["chunks"][0] + 1):
         valid_to, superseded = _validity(row, pin)
         # An empty memory is still a stored version: it shows as one empty chunk.
         chunks = split_chunks(_content(conn, row[0], row[3]), CHUNK_BYTES) or [_EMPTY]
@@ -312,7 +337,7 @@ def _same(after: Any, row: tuple[Any, ...]) -> bool:
 def _nodes(
     conn: ReadSession, target: Target, pin: int, after: Any
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
-    for row in _versions(conn, target, pin, after):
+    for row in _versions(conn, target, pin, after, LIMITS["nodes"][0] + 1):
         valid_to, superseded = _validity(row, pin)
         yield (
             [row[0], row[1], row[2]],
@@ -368,7 +393,7 @@ _LAST = 1 << 62  # after any revision
 
 
 def _log(
-    conn: ReadSession, target: Target, pin: int, after: Any
+    conn: ReadSession, target: Target, pin: int, after: Any, *, heads: bool = False
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Commit steps and run steps in the order they became visible, oldest first.
 
@@ -380,23 +405,23 @@ def _log(
     at, agent, kind, run_id, seq = key
     commit_seek = (at, agent, seq if kind == 0 else (-1 if kind < 0 else _LAST))
     run_seek = (at, agent, run_id, seq) if kind == 1 else (at, agent, "", -1)
-    commits = _steps(conn, target, pin, commit_seek, commits=True)
+    commits = _steps(conn, target, pin, commit_seek, commits=True, heads=heads)
     runs = _steps(conn, target, pin, run_seek, commits=False)
     for row in heapq.merge(commits, runs, key=lambda r: (r[0], r[1], r[2], r[3], r[4])):
         position = [row[0], row[1], row[2], row[3], row[4]]
         if row[2] == 0:
-            yield (
-                position,
-                {
-                    "type": "commit",
-                    "agentId": row[1],
-                    "revision": row[4],
-                    "timestamp": format_ts(row[5]),
-                    "actor": row[6],
-                    "message": row[7],
-                    "changes": json.loads(row[8]),
-                },
-            )
+            step = {
+                "type": "commit",
+                "agentId": row[1],
+                "revision": row[4],
+                "timestamp": format_ts(row[5]),
+                "actor": row[6],
+                "message": row[7],
+                "changes": json.loads(row[8]),
+            }
+            if heads:
+                step["changeCount"] = row[11]
+            yield position, step
         else:
             yield (
                 position,
@@ -429,6 +454,7 @@ def _steps(
     seek: tuple[Any, ...],
     *,
     commits: bool,
+    heads: bool = False,
 ) -> Iterator[tuple[Any, ...]]:
     """Commit rows (or run-step rows) after ``seek`` = (visible_at, agent, *rest)."""
     lowest: tuple[Any, ...] = (-1,) if commits else ("", -1)
@@ -439,9 +465,13 @@ def _steps(
             # positions are bound to this agent; anything else seeks to a whole instant
             if agent != target.ident:
                 at, tail = (at, list(lowest)) if agent < target.ident else (at + 1, list(lowest))
-            rows = conn.step_rows("agent", target.ident, (at, *tail), pin, batch, commits=commits)
+            rows = conn.step_rows(
+                "agent", target.ident, (at, *tail), pin, batch, commits=commits, heads=heads
+            )
         else:
-            rows = conn.step_rows("scope", target.ident, seek, pin, batch, commits=commits)
+            rows = conn.step_rows(
+                "scope", target.ident, seek, pin, batch, commits=commits, heads=heads
+            )
         yield from rows
         if len(rows) < batch:
             return

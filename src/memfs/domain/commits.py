@@ -19,6 +19,9 @@ from memfs.errors import CorruptionError
 
 FORMAT = 1
 INLINE_LIMIT = 16 * 1024
+# The first changes of a commit its index row keeps apart, with its change count: what
+# the console's log shows of a bulk commit (the API and the CLI give every change).
+LOG_HEAD = 20
 
 CREATED, MODIFIED, DELETED, RENAMED = "created", "modified", "deleted", "renamed"
 OPERATIONS = (CREATED, MODIFIED, DELETED, RENAMED)

@@ -28,6 +28,7 @@ from memfs.domain.commits import CREATED, DELETED, RENAMED, Change, Commit
 from memfs.domain.search_query import parse_query
 from memfs.testing.index_fixtures import AGENT, _change, _commit
 from memfs.testing.index_links_contract import LinksContract
+from memfs.testing.index_log_contract import LogHeadsContract
 
 
 def _found(
@@ -43,7 +44,7 @@ def _found(
     return [f"{h.agent_id}:{h.path}" if target[0] == "scope" else h.path for h in hits]
 
 
-class IndexContract(LinksContract):
+class IndexContract(LinksContract, LogHeadsContract):
     """What every index promises; subclasses say how to open one."""
 
     def open_index(self, path: Path) -> Index:

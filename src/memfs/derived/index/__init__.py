@@ -3,7 +3,9 @@
 Tables (schema ``SCHEMA_VERSION``):
   agents(agent_id, name, store_id, created_at, revision, last_ts, memory_count,
          memory_bytes)           the counts kept by every commit (summaries read them)
-  commits(agent_id, revision, ts, visible_at, actor, message, changes)
+  commits(agent_id, revision, ts, visible_at, actor, message, change_count,
+          head_changes, changes)  each commit's changes, and its count and first
+                                  ones apart (the console's log reads only those)
   versions(agent_id, path, version, …, valid_from, valid_to, visible_from, visible_to)
   memories(agent_id, path, …, listing)   live memories only, keyset-listed by path;
                                           ``listing`` is the memory's listing JSON

@@ -118,8 +118,18 @@ class ReadSession(Protocol):
         self, seek: tuple[str, str, int, int], high: str, pin: int, limit: int
     ) -> list[tuple[Any, ...]]: ...
     def agent_links(self, agent_id: str) -> list[tuple[str, int, int, str, int]]: ...
+    # Inspect's log: commit or run-step rows in visible order (``walks.step_rows``);
+    # ``heads``: each commit with its first LOG_HEAD changes and its change count only.
     def step_rows(
-        self, kind: str, ident: str, seek: tuple[Any, ...], pin: int, limit: int, *, commits: bool
+        self,
+        kind: str,
+        ident: str,
+        seek: tuple[Any, ...],
+        pin: int,
+        limit: int,
+        *,
+        commits: bool,
+        heads: bool = False,
     ) -> list[tuple[Any, ...]]: ...
     # Full-text search (memory:query): ``match`` is an FTS5 expression written by
     # domain.search_query (an engine without FTS5 translates that small grammar);

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
-from memfs.domain.commits import Change, Commit
+from memfs.domain.commits import LOG_HEAD, Change, Commit
 from memfs.domain.content import Scalar
 from memfs.domain.listing import listing_fields
 from memfs.domain.records import AgentRow as AgentRow
@@ -23,6 +23,22 @@ Connection = sqlite3.Connection
 # Characters right after '/' and after U+10FFFF in bytewise UTF-8 order: a folder F
 # holds exactly the paths p with F + "/" < p < F + "0".
 _AFTER_SLASH = "0"
+
+
+# A commits row's changes columns, made by SQLite from the log entry's text (bound once
+# per ``?``): the change count, the first LOG_HEAD changes and every change, each
+# without its inline content. json_each walks an array in order.
+COMMIT_CHANGES_SQL = (
+    "json_array_length(?, '$.changes'),"
+    " (SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes')"
+    f" WHERE key < {LOG_HEAD}),"
+    " (SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
+)
+
+
+def commit_head(changes: list[object]) -> list[object]:
+    """The first changes a commits row keeps apart (``COMMIT_CHANGES_SQL``'s second)."""
+    return changes[:LOG_HEAD]
 
 
 class IndexGone(Exception):

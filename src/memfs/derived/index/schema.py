@@ -9,12 +9,36 @@ from dataclasses import dataclass
 from memfs.derived.index.links import LINKS_TABLE, fill_links
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
+from memfs.domain.commits import LOG_HEAD
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
+
+# A commit's changes (its log entry's, inline contents taken out), and before them its
+# change count and first changes (domain.commits.LOG_HEAD): the console's log shows only
+# those, and reads them without decoding, or even reading, a bulk commit's thousands.
+# The long ``changes`` text is last, so the leading columns are read from the start of
+# the row, not after its overflow pages. And it is a rowid table: in a WITHOUT ROWID
+# table the row is the B-tree key, and SQLite reads a whole overflowing key (hundreds
+# of KiB for a bulk commit) for every comparison of a seek; a log page's seeks from the
+# (agent_id, visible_at) index compared rowids instead.
+_COMMITS_TABLE = """CREATE TABLE IF NOT EXISTS {name}(
+  agent_id TEXT NOT NULL, revision INTEGER NOT NULL, ts INTEGER NOT NULL,
+  visible_at INTEGER NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
+  change_count INTEGER NOT NULL, head_changes TEXT NOT NULL,
+  changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision)
+)"""
+
+
+def commits_table(name: str = "commits") -> str:
+    return _COMMITS_TABLE.format(name=name)
+
+
+COMMITS_INDEXES = """CREATE INDEX IF NOT EXISTS commits_by_visibility ON commits(visible_at);
+CREATE INDEX IF NOT EXISTS commits_by_agent_visibility ON commits(agent_id, visible_at)"""
 
 _SCHEMA = (
-    """
+    f"""
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS agents(
   agent_id TEXT PRIMARY KEY, name TEXT NOT NULL, store_id TEXT NOT NULL,
@@ -22,13 +46,8 @@ CREATE TABLE IF NOT EXISTS agents(
   last_ts INTEGER NOT NULL DEFAULT 0, memory_count INTEGER NOT NULL DEFAULT 0,
   memory_bytes INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS commits(
-  agent_id TEXT NOT NULL, revision INTEGER NOT NULL, ts INTEGER NOT NULL,
-  visible_at INTEGER NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
-  changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS commits_by_visibility ON commits(visible_at);
-CREATE INDEX IF NOT EXISTS commits_by_agent_visibility ON commits(agent_id, visible_at);
+{commits_table()};
+{COMMITS_INDEXES};
 CREATE TABLE IF NOT EXISTS versions(
   agent_id TEXT NOT NULL, path TEXT NOT NULL, version INTEGER NOT NULL,
   revision INTEGER NOT NULL, operation TEXT NOT NULL, sha256 TEXT, bytes INTEGER NOT NULL,
@@ -136,6 +155,23 @@ def _add_agent_counts(conn: sqlite3.Connection) -> None:
     conn.execute(BACKFILL_COUNTS)
 
 
+def _add_commit_heads(conn: sqlite3.Connection) -> None:
+    """Each commits row keeps its change count and first changes before its changes
+    (``commits_table``): the table is made again, a rowid table in that column order
+    (added columns would sit after the long changes text, behind its overflow pages),
+    filled from the changes each row holds."""
+    conn.execute(commits_table("commits_heads"))
+    conn.execute(
+        "INSERT INTO commits_heads SELECT agent_id, revision, ts, visible_at, actor, message,"
+        " json_array_length(changes), (SELECT json_group_array(value) FROM json_each(changes)"
+        f" WHERE key < {LOG_HEAD}), changes FROM commits"
+    )
+    conn.execute("DROP TABLE commits")
+    conn.execute("ALTER TABLE commits_heads RENAME TO commits")
+    for statement in COMMITS_INDEXES.split(";"):
+        conn.execute(statement)
+
+
 def _nothing(conn: sqlite3.Connection) -> None:
     """A step with nothing to do on this engine (see MIGRATIONS)."""
 
@@ -163,6 +199,9 @@ MIGRATIONS = (
     # Inspect's graph edges read each stored version's links from a table kept by every
     # commit, not from every version's content (links.py); filled here once.
     Migration("links_table", 5, fill_links),
+    # The console's log reads a commit's change count and first changes, not every
+    # change of a bulk commit.
+    Migration("commit_heads", 6, _add_commit_heads),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

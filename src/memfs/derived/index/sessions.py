@@ -209,9 +209,19 @@ class SqliteRead:
         return links.agent_links(self.conn, agent_id)
 
     def step_rows(
-        self, kind: str, ident: str, seek: tuple[Any, ...], pin: int, limit: int, *, commits: bool
+        self,
+        kind: str,
+        ident: str,
+        seek: tuple[Any, ...],
+        pin: int,
+        limit: int,
+        *,
+        commits: bool,
+        heads: bool = False,
     ) -> list[tuple[Any, ...]]:
-        return walks.step_rows(self.conn, kind, ident, seek, pin, limit, commits=commits)
+        return walks.step_rows(
+            self.conn, kind, ident, seek, pin, limit, commits=commits, heads=heads
+        )
 
     def search(
         self,

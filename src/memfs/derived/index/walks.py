@@ -72,11 +72,14 @@ LINK_ROWS = (
 )
 
 
-_COMMIT_STEPS = (
-    "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, changes, '', 0 FROM commits"
+# ``{changes}``: every change, or only the first ones (``heads``: the row's head_changes).
+COMMIT_STEPS = (
+    "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, {changes}, '', 0,"
+    " change_count FROM commits"
 )
-_RUN_STEPS = (
-    "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type, attempt FROM run_steps"
+RUN_STEPS = (
+    "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type, attempt, 0"
+    " FROM run_steps"
 )
 
 
@@ -89,15 +92,18 @@ def step_rows(
     limit: int,
     *,
     commits: bool,
+    heads: bool = False,
 ) -> list[Row]:
     """Commit rows (or run-step rows) visible at ``pin`` after ``seek``, in visible order.
 
     For an agent target ``seek`` = (visible_at, *rest) bound to ``ident``; for a scope,
     (visible_at, agent_id, *rest). ``rest`` is (revision,) for commits, (run_id, seq)
     for run steps. Columns: visible_at, agent_id, kind (0 commit, 1 run step), run_id,
-    revision or seq, time, actor, message, changes or detail, step type, attempt.
+    revision or seq, time, actor, message, changes or detail, step type, attempt, and
+    the commit's change count (0 for a run step). ``heads``: a commit's changes are its
+    first ``LOG_HEAD`` only (the console's log), read without its other changes.
     """
-    select, rest = (_COMMIT_STEPS, "revision") if commits else (_RUN_STEPS, "run_id, seq")
+    select, rest = (commit_steps(heads), "revision") if commits else (RUN_STEPS, "run_id, seq")
     if kind == "agent":
         rows: list[Row] = conn.execute(
             f"{select} WHERE agent_id=? AND (visible_at, {rest}) > ({_marks(len(seek))})"
@@ -112,6 +118,10 @@ def step_rows(
         (*seek, pin, ident, ident + "/", ident + "0", limit),
     ).fetchall()
     return rows
+
+
+def commit_steps(heads: bool) -> str:
+    return COMMIT_STEPS.format(changes="head_changes" if heads else "changes")
 
 
 def _marks(n: int) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 from memfs.derived.index import search
 from memfs.derived.index.links import LinkRow, add_links, link_rows
 from memfs.derived.index.rows import (
+    COMMIT_CHANGES_SQL,
     listing_text,
     live_delta,
     memory_row,
@@ -46,11 +47,10 @@ def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) ->
             conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
 
 
-# The log summary of an entry: its changes without their inline contents, written by
-# SQLite from the entry's text (the same bytes the live commit and reindex store).
-_SUMMARY = (
-    "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?, '$.changes'))"
-)
+# A commit row: its fields, then its change count, first changes and log summary (its
+# changes without their inline contents), written by SQLite from the entry's text (the
+# same bytes the live commit and reindex store).
+_INSERT_COMMIT = f"INTO commits VALUES(?,?,?,?,?,?,{COMMIT_CHANGES_SQL})"
 
 
 _UNCOUNT = (
@@ -71,7 +71,7 @@ def apply_commit(
     sha256 → bytes for the cache."""
     agent = commit.agent_id
     inserted = conn.execute(
-        f"INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,{_SUMMARY})",
+        f"INSERT OR IGNORE {_INSERT_COMMIT}",
         (
             agent,
             commit.revision,
@@ -79,7 +79,7 @@ def apply_commit(
             visible_at,
             commit.actor,
             commit.message,
-            entry.decode(),
+            *(entry.decode(),) * 3,
         ),
     )
     if inserted.rowcount == 0:
@@ -258,13 +258,15 @@ def bulk_load(
                     blobs[after] = data
                 elif after not in blobs:
                     blobs[after] = blob(after)  # checked by the caller's reader
-            commit_rows.append((agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text))
+            commit_rows.append(
+                (agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text, text, text)
+            )
             revision, last_ts = max(revision, doc["revision"]), max(last_ts, ts)
             if doc.get("agentName") is not None:
                 name = doc["agentName"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
-    conn.executemany(f"INSERT INTO commits VALUES(?,?,?,?,?,?,{_SUMMARY})", commit_rows)
+    conn.executemany(f"INSERT {_INSERT_COMMIT}", commit_rows)
     # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
     version_rows.sort(key=operator.itemgetter(1, 2))
     conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)

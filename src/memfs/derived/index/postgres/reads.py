@@ -595,22 +595,22 @@ class PgRead:
         return int(row[0]) if row else None
 
     def step_rows(
-        self, kind: str, ident: str, seek: tuple[Any, ...], pin: int, limit: int, *, commits: bool
+        self,
+        kind: str,
+        ident: str,
+        seek: tuple[Any, ...],
+        pin: int,
+        limit: int,
+        *,
+        commits: bool,
+        heads: bool = False,
     ) -> list[tuple[Any, ...]]:
         """Commit rows (or run-step rows) visible at ``pin`` after ``seek``, in visible
-        order (columns and seeks as ``walks.step_rows``)."""
+        order (columns, seeks and ``heads`` as ``walks.step_rows``)."""
         if commits:
-            select = (
-                "SELECT visible_at, agent_id, 0, '', revision, ts, actor, message, changes,"
-                " '', 0 FROM commits"
-            )
-            rest = "revision"
+            select, rest = walks.commit_steps(heads), "revision"
         else:
-            select = (
-                "SELECT visible_at, agent_id, 1, run_id, seq, at, '', '', detail, type,"
-                " attempt FROM run_steps"
-            )
-            rest = "run_id, seq"
+            select, rest = walks.RUN_STEPS, "run_id, seq"
         marks = ", ".join(["%s"] * len(seek))
         if kind == "agent":
             return self._all(

@@ -19,6 +19,7 @@ from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import decode_row
 from memfs.derived.index.rows import listing_text
 from memfs.derived.index.schema import BACKFILL_COUNTS, SCHEMA_VERSION
+from memfs.domain.commits import LOG_HEAD
 
 C = 'TEXT COLLATE "C"'
 
@@ -32,7 +33,8 @@ TABLES = (
     f"""CREATE TABLE IF NOT EXISTS commits(
   agent_id {C} NOT NULL, revision BIGINT NOT NULL, ts BIGINT NOT NULL,
   visible_at BIGINT NOT NULL, actor TEXT NOT NULL, message TEXT NOT NULL,
-  changes TEXT NOT NULL, PRIMARY KEY(agent_id, revision))""",
+  changes TEXT NOT NULL, change_count BIGINT NOT NULL DEFAULT 0,
+  head_changes TEXT NOT NULL DEFAULT '[]', PRIMARY KEY(agent_id, revision))""",
     "CREATE INDEX IF NOT EXISTS commits_by_visibility ON commits(visible_at, agent_id, revision)",
     "CREATE INDEX IF NOT EXISTS commits_by_agent_visibility"
     " ON commits(agent_id, visible_at, revision)",
@@ -179,6 +181,25 @@ def _add_agent_counts(conn: Connection[tuple[object, ...]]) -> None:
     conn.execute(BACKFILL_COUNTS)
 
 
+def _add_commit_heads(conn: Connection[tuple[object, ...]]) -> None:
+    """Each commits row keeps its change count and first changes (the console's log
+    reads them, not every change of a bulk commit): filled here once from the changes
+    each row holds. (Column order does not matter here: PostgreSQL keeps a long
+    ``changes`` text out of line.)"""
+    conn.execute(
+        "ALTER TABLE commits ADD COLUMN IF NOT EXISTS change_count BIGINT NOT NULL DEFAULT 0"
+    )
+    conn.execute(
+        "ALTER TABLE commits ADD COLUMN IF NOT EXISTS head_changes TEXT NOT NULL DEFAULT '[]'"
+    )
+    conn.execute(
+        "UPDATE commits SET change_count=jsonb_array_length(changes::jsonb),"
+        " head_changes='[' || (SELECT COALESCE(string_agg(e.value, ',' ORDER BY e.n), '')"
+        " FROM json_array_elements_text(changes::json) WITH ORDINALITY"
+        f" AS e(value, n) WHERE e.n <= {LOG_HEAD}) || ']'"
+    )
+
+
 @dataclass(frozen=True)
 class Migration:
     """One named step: turns an index of schema ``source`` into ``source + 1``."""
@@ -197,6 +218,7 @@ MIGRATIONS = (
     Migration("agent_counts", 3, _add_agent_counts),
     Migration("fold_accents", 4, _fold_accents),
     Migration("links_table", 5, _add_links),
+    Migration("commit_heads", 6, _add_commit_heads),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

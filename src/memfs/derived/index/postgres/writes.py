@@ -40,6 +40,7 @@ from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
 from memfs.derived.index.postgres.schema import ADD_LINK
 from memfs.derived.index.rows import (
+    commit_head,
     live_delta,
     memory_row,
     metadata_json,
@@ -104,13 +105,14 @@ _PUT_RUN = (
 )
 
 
-def summary(entry: bytes) -> str:
-    """The log summary of an entry: its changes without their inline contents (what the
-    SQLite index writes with json_remove; the same JSON, compact, keys in order)."""
+def summary(entry: bytes) -> tuple[int, str, str]:
+    """A commits row's change count, first changes and log summary (its changes without
+    their inline contents): what the SQLite index writes with json_remove, the same
+    JSON, compact, keys in order."""
     changes = json.loads(entry)["changes"]
     for change in changes:
         change.pop("content", None)
-    return str(_dumps(changes))
+    return len(changes), str(_dumps(commit_head(changes))), str(_dumps(changes))
 
 
 class PgWrite(PgRead):
@@ -193,7 +195,9 @@ class PgWrite(PgRead):
 
     def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
         return self._run(
-            "INSERT INTO commits VALUES(%s,%s,%s,%s,%s,%s,%s) ON CONFLICT DO NOTHING",
+            "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
+            " change_count, head_changes, changes) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+            " ON CONFLICT DO NOTHING",
             (
                 commit.agent_id,
                 commit.revision,
@@ -201,7 +205,7 @@ class PgWrite(PgRead):
                 visible_at,
                 commit.actor,
                 commit.message,
-                summary(entry),
+                *summary(entry),
             ),
         )
 
