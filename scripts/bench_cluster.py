@@ -195,15 +195,28 @@ def page_plan(pg_url: str, agent: str, size: int) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=8.0)
-    parser.add_argument("--threads", type=int, default=4)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=8.0, help="length of each commit measurement (default 8)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="concurrent client threads, each on its own agent (default 4)",
+    )
     parser.add_argument(
         "--large",
         default="20000",
         help="memories in the big lists, comma-separated (for example 10000,100000)",
     )
-    parser.add_argument("--list-only", action="store_true", help="only the list pages")
+    parser.add_argument(
+        "--list-only",
+        action="store_true",
+        help="only the list pages (skip the commit measurements)",
+    )
     args = parser.parse_args()
     larges = [int(x) for x in str(args.large).split(",")]
     tmp = Path(f"/tmp/memfs-bench-cluster-{uuid.uuid4().hex[:6]}")
