@@ -7,6 +7,7 @@ these are the fast checks of what each response must carry and what it must refu
 from __future__ import annotations
 
 import json
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from starlette.testclient import TestClient
 from console_helpers import csrf_of, sign_in
 from http_fixtures import ADMIN_KEY, AGENT, Api, enc, open_api
 from memfs.config import load
+from memfs.console import pages
 from memfs.core.store import Put
 from memfs.domain.commits import LOG_HEAD
 from memfs.http.app import build
@@ -389,3 +391,36 @@ def test_the_inspect_items_fields_are_text(api: Api) -> None:
     assert "<script>alert" not in page and "<b>" not in page and "<i>" not in page
     assert "&#34;description&#34;: &#34;&lt;/pre&gt;&lt;script&gt;alert(1)" in page
     assert "&#34;path&#34;: &#34;/memories/&lt;b&gt;x.md&#34;" in page
+
+
+def test_the_history_page_stops_at_its_change_budget_and_caps_a_bulk_commit(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bulk commits make a history page list one commit (never none) and the next page
+    go on from it; a commit past the per-commit cap lists its first changes and names
+    the command that prints them all. Walking the pages gives every commit once."""
+    monkeypatch.setattr(pages, "HISTORY_CHANGES", 12)
+    monkeypatch.setattr(pages, "COMMIT_CHANGES", 15)
+    store = api.app.services.store
+    sizes = [20, 8, 3, 2, 9]  # oldest first
+    revisions = []
+    for n, size in enumerate(sizes):
+        ops = [Put(f"/memories/b{n}/{i:02}.md", f"{n} {i}\n".encode()) for i in range(size)]
+        revisions.append(store.apply(AGENT, ops, actor="t", message=f"bulk {n}").revision)
+    client = signed_in(api)
+    seen: list[list[int]] = []
+    url: str | None = f"{PAGE}/history"
+    while url is not None:
+        html = client.get(url).text
+        seen.append([int(r) for r in re.findall(r'id="revision-(\d+)"', html)])
+        older = re.search(r'<a rel="next" href="([^"]+)"', html)
+        url = older.group(1).replace("&amp;", "&") if older else None
+    # Newest first (9, 2, 3, 8, 20 changes) with a budget of 12: 9 + 2, then 3 + 8, then
+    # the 20-change commit alone (a page always lists one).
+    # (The fixture's own earlier commits follow on pages of their own.)
+    r = revisions
+    mine = [[x for x in page if x in r] for page in seen]
+    assert [page for page in mine if page] == [[r[4], r[3]], [r[2], r[1]], [r[0]]]
+    bulk = client.get(f"{PAGE}/history?before={revisions[0] + 1}").text
+    assert len(re.findall(r">/memories/b0/\d+\.md</a>", bulk)) == 15
+    assert f"… and 5 more changes (<code>memfs show {AGENT} {revisions[0]}</code>" in bulk

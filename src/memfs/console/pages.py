@@ -138,16 +138,24 @@ async def memory(view: View) -> Response:
     )
 
 
+# A history page lists commits until it has listed this many changes (always at least
+# one commit), and at most COMMIT_CHANGES of one commit (the rest counted, with the
+# command that prints them): a bulk import's commits would otherwise make one page of
+# hundreds of thousands of lines.
+HISTORY_CHANGES = 500
+COMMIT_CHANGES = 2000
+
+
 async def history(view: View) -> Response:
     agent_id = _agent(view, "memories:read")
     view.store.get_agent(agent_id)
     before = _int(view, "before")
     limit = min(view.limit(), 50)
-    commits = view.store.log(agent_id, before=before, limit=limit + 1)
-    more = len(commits) > limit
-    commits = commits[:limit]
-    older = commits[-1].revision if more else None
-    return view.page("history.html", agent_id=agent_id, commits=commits, older=older)
+    commits, older = browse.history_page(
+        view.store, agent_id, before=before, limit=limit, changes=HISTORY_CHANGES
+    )
+    shown = [(c, c.changes[:COMMIT_CHANGES], max(0, len(c.changes) - COMMIT_CHANGES)) for c in commits]
+    return view.page("history.html", agent_id=agent_id, commits=shown, older=older)
 
 
 async def runs(view: View) -> Response:

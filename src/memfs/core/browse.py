@@ -12,7 +12,7 @@ from memfs.core.runs import Run, Runs
 from memfs.core.store import Agent, Store
 from memfs.core.tokens import Signer
 from memfs.domain import paths
-from memfs.domain.records import VersionRow
+from memfs.domain.records import CommitRow, VersionRow
 from memfs.errors import InvalidRequest
 
 T = TypeVar("T")
@@ -106,3 +106,29 @@ def versions_page(
     rows = rows[:limit]
     next_cursor = signer.encode("versions", agent_id, path, rows[-1].version) if more else None
     return Page(rows, next_cursor)
+
+
+# Commits a history page reads from the index at a time: a page stops as soon as its
+# change budget is spent, so a bulk commit's neighbours are not decoded for nothing.
+_HISTORY_BATCH = 5
+
+
+def history_page(
+    store: Store, agent_id: str, *, before: int | None, limit: int, changes: int
+) -> tuple[list[CommitRow], int | None]:
+    """Commits newest first from ``before``: at most ``limit`` of them, and no more than
+    ``changes`` changes in all (yet always the first commit, however large), with the
+    revision to continue from (``before`` of the next page) or None at the end."""
+    commits: list[CommitRow] = []
+    listed = 0
+    cursor = before
+    while True:
+        batch = store.log(agent_id, before=cursor, limit=_HISTORY_BATCH)
+        for commit in batch:
+            if len(commits) == limit or (commits and listed + len(commit.changes) > changes):
+                return commits, commits[-1].revision
+            commits.append(commit)
+            listed += len(commit.changes)
+        if len(batch) < _HISTORY_BATCH:
+            return commits, None
+        cursor = batch[-1].revision
