@@ -225,6 +225,11 @@ async def run(args: argparse.Namespace, root: Path) -> Report:
             [("GET", f"/console/agents/{agent}/inspect", session, b"")],
             [("POST", f"{v1}/memory:inspect", json_body, inspect_all)],
         ),
+        # The API has no history route: its closest JSON view is inspect's log section.
+        "history page": (
+            [("GET", f"/console/agents/{agent}/history", session, b"")],
+            [("POST", f"{v1}/memory:inspect", json_body, json.dumps({"log": {}}).encode())],
+        ),
         "runs page": (
             [("GET", f"/console/agents/{agent}/runs", session, b"")],
             [("GET", f"{v1}/runs", api, b"")],
