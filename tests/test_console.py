@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from console_helpers import csrf_of, sign_in
 from http_fixtures import ADMIN_KEY, AGENT, Api, enc, open_api
 from memfs.config import load
-from memfs.console import pages
+from memfs.console import pages, render
 from memfs.core.store import Put
 from memfs.domain.commits import LOG_HEAD
 from memfs.http.app import build
@@ -424,3 +424,16 @@ def test_the_history_page_stops_at_its_change_budget_and_caps_a_bulk_commit(
     bulk = client.get(f"{PAGE}/history?before={revisions[0] + 1}").text
     assert len(re.findall(r">/memories/b0/\d+\.md</a>", bulk)) == 15
     assert f"… and 5 more changes (<code>memfs show {AGENT} {revisions[0]}</code>" in bulk
+
+
+def test_the_field_boxes_encode_each_value_as_the_json_encoder_does() -> None:
+    """The fast path of the "All fields" boxes writes exactly what the JSON encoder
+    writes for every kind of value an item holds."""
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+    values: list[object] = [
+        "", "plain", 'q"uote\\', "tab\tnl\ncr\r\x00\x1f\x7f", "é ü 日本 \u2028 \ud83d\ude00",
+        "<script>", 0, -1, 10**30, True, False, None, 1.5, -0.0, [1, "a", None],
+        {"k": [True]}, [],
+    ]
+    for value in values:
+        assert render.encode_value(value) == encoder.encode(value), repr(value)
