@@ -74,8 +74,15 @@ def grow(data: Path, memories: int, batch: int = 2000) -> None:
 
 
 async def call(
-    app: MemfsApp, method: str, target: str, headers: dict[str, str], body: bytes = b""
+    app: MemfsApp,
+    method: str,
+    target: str,
+    headers: dict[str, str],
+    body: bytes = b"",
+    answer_headers: list[tuple[bytes, bytes]] | None = None,
 ) -> tuple[int, bytes]:
+    """One request straight into the ASGI app; the answer's headers go to
+    ``answer_headers`` when given."""
     path, _, query = target.partition("?")
     scope: dict[str, Any] = {
         "type": "http",
@@ -106,6 +113,8 @@ async def call(
         nonlocal status
         if message["type"] == "http.response.start":
             status = message["status"]
+            if answer_headers is not None:
+                answer_headers.extend(message["headers"])
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
@@ -136,40 +145,11 @@ async def run(args: argparse.Namespace, root: Path) -> Report:
     token = page.decode().split('name="csrf" value="', 1)[1].split('"', 1)[0]
     cookie = f"memfs_console_login={token}"
     body = f"csrf={token}&key={benchkit.ADMIN_KEY}".encode()
-    answer: list[Any] = []
+    answer: list[tuple[bytes, bytes]] = []
 
     async def login() -> str:
-        path = "/console/login"
-        sc: dict[str, Any] = {
-            "type": "http",
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": b"",
-            "headers": [
-                (b"cookie", cookie.encode()),
-                (b"content-type", form["Content-Type"].encode()),
-            ],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-            "root_path": "",
-        }
-        done = False
-
-        async def receive() -> dict[str, Any]:
-            nonlocal done
-            if done:
-                await asyncio.sleep(3600)
-            done = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                answer.extend(message["headers"])
-
-        await app(sc, receive, send)  # type: ignore[arg-type]
+        headers = {"Cookie": cookie, "Content-Type": form["Content-Type"]}
+        await call(app, "POST", "/console/login", headers, body, answer)
         for name, value in answer:
             if name == b"set-cookie" and value.startswith(b"memfs_console="):
                 return value.decode().split(";", 1)[0]
