@@ -398,8 +398,14 @@ class Store:
                     if row is None:
                         raise NotFound(f"{path} does not exist", field="path")
                     data = self._read_blob(ix, agent_id, row.sha256)
-            # A Memory is its row's fields (the same names) and the content.
-            return Memory(content=data, **vars(row))
+            # A Memory is its row's fields (the same names) and the content, set in one
+            # dict update rather than a frozen __init__'s setattr per field (a read by
+            # path is tens of µs, and that was a few of them).
+            memory = object.__new__(Memory)
+            fields = memory.__dict__
+            fields.update(row.__dict__)
+            fields["content"] = data
+            return memory
         with self.index.read_session() as ix:
             _require_agent(ix, agent_id)
             if version < 1:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memfs.derived.index import base
+from memfs.derived.index.bulk import bulk_load
 from memfs.derived.index.connection import Index, file_is_current
 from memfs.derived.index.links import link_rows
 from memfs.derived.index.reads import (
@@ -98,7 +99,6 @@ from memfs.derived.index.sessions import SqliteRead, SqliteWrite
 from memfs.derived.index.walks import live_version_at, step_rows, version_rows
 from memfs.derived.index.writes import (
     apply_commit,
-    bulk_load,
     clear_damage,
     clear_tables,
     clock,

@@ -22,6 +22,7 @@ class Index:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._path_text = os.fspath(path)  # stat of a str skips Path.__fspath__ per session
         # True when opening found no usable index (missing, empty, unknown schema), so
         # what this file holds says nothing yet: the store rebuilds it from the log.
         self.created = False
@@ -43,13 +44,14 @@ class Index:
                 path.with_name(path.name + suffix).unlink(missing_ok=True)
         self._migrate()
         self._opened = True
+        self._one_statement = _OneStatement(self)
 
     def _connect(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         # One stat per transaction (about a microsecond): a file deleted or replaced
         # under a running server is noticed at once, never served as an empty store.
         try:
-            inode = os.stat(self.path).st_ino
+            inode = os.stat(self._path_text).st_ino
         except FileNotFoundError:
             inode = None
         if conn is not None and inode != self._local.inode:
@@ -74,6 +76,7 @@ class Index:
             # so an erased agent's text leaves no trace in the file (see checkpoint()).
             conn.execute("PRAGMA secure_delete=ON")
             self._local.conn = conn
+            self._local.one = SqliteRead(conn)
         return conn
 
     def checkpoint(self) -> None:
@@ -172,11 +175,16 @@ class Index:
         finally:
             conn.execute("COMMIT")
 
-    @contextmanager
-    def statement_session(self) -> Iterator[SqliteRead]:
+    def statement_session(self) -> _OneStatement:
         """A session for one statement, in autocommit mode: SQLite reads a single
         statement from one snapshot, so no BEGIN/COMMIT is needed around it."""
-        yield SqliteRead(self._connect())
+        return self._one_statement
+
+    def _statement_read(self) -> SqliteRead:
+        # The thread's connection's own session (made with it): holds nothing per use.
+        self._connect()
+        one: SqliteRead = self._local.one
+        return one
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
@@ -187,6 +195,23 @@ class Index:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+
+class _OneStatement:
+    """``statement_session``'s context manager: one object per index, stateless (so
+    shared by every thread and nesting), as a class rather than a generator-based
+    context manager, whose setup was a few µs of every read by path."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: Index) -> None:
+        self._index = index
+
+    def __enter__(self) -> SqliteRead:
+        return self._index._statement_read()
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _usable(conn: sqlite3.Connection) -> bool:

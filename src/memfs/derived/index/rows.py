@@ -137,18 +137,27 @@ def _memory_read(path: str, row: Sequence[object]) -> MemoryRead:
     damage = (str(row[0]), str(row[1])) if row[0] is not None else None
     if row[2] is None:
         return damage, None, None
-    memory = MemoryRow(
-        path,
-        int(row[2]),  # type: ignore[call-overload]
-        str(row[3]),
-        int(row[4]),  # type: ignore[call-overload]
-        row[5] if isinstance(row[5], str) else None,
-        _metadata_of_read(row[6]),
-        int(row[7]),  # type: ignore[call-overload]
-        int(row[8]),  # type: ignore[call-overload]
+    # The row's fields set in one dict update: a frozen dataclass's __init__ sets each
+    # field through object.__setattr__, which was a tenth of a read by path. The
+    # engines hand back these columns' own types (INTEGER, TEXT), so no conversion.
+    memory = object.__new__(MemoryRow)
+    memory.__dict__.update(
+        path=path,
+        version=row[2],
+        sha256=row[3],
+        size=row[4],
+        description=row[5],
+        metadata=_metadata_of_read(row[6]),
+        created_at=row[7],
+        updated_at=row[8],
     )
     content = row[9]
-    return damage, memory, bytes(content) if isinstance(content, bytes | memoryview) else None
+    return damage, memory, content if content.__class__ is bytes else _content(content)
+
+
+def _content(content: object) -> bytes | None:
+    # psycopg answers a BYTEA as memoryview (SQLite as bytes): copy that into bytes.
+    return bytes(content) if isinstance(content, bytes | memoryview) else None
 
 
 _VERSION_SELECT = (

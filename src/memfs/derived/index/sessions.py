@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from memfs.derived.index import links, reads, runs, search, walks, writes
+from memfs.derived.index import bulk, links, reads, runs, search, walks, writes
 from memfs.derived.index.rows import Connection, MemoryRead
 from memfs.derived.index.runs import RunRow
 from memfs.domain.commits import Commit
@@ -252,7 +252,7 @@ class SqliteWrite(SqliteRead):
         entries: Iterable[tuple[str, str, dict[str, Any]]],
         blob: Callable[[str], bytes],
     ) -> int:
-        return writes.bulk_load(self.conn, agent, entries, blob)
+        return bulk.bulk_load(self.conn, agent, entries, blob)
 
     def clear_damage(self, agent_id: str) -> None:
         return writes.clear_damage(self.conn, agent_id)

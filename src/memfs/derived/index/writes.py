@@ -1,28 +1,23 @@
-"""Writing the index: commits applied (live and in bulk), agents, damage, the clock."""
+"""Writing the index: commits applied live (whole logs: bulk.py), agents, damage, the clock."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import operator
 import sqlite3
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 from memfs.derived.index import search
-from memfs.derived.index.links import LinkRow, add_links, link_rows
+from memfs.derived.index.links import add_links, link_rows
 from memfs.derived.index.rows import (
     COMMIT_CHANGES_SQL,
-    listing_text,
     live_delta,
     memory_row,
     metadata_json,
     version_row,
 )
 from memfs.derived.index.schema import DERIVED_TABLES
-from memfs.domain.commits import Commit, parse_ts
-from memfs.domain.content import Scalar, metadata_text
-from memfs.errors import CorruptionError
+from memfs.domain.commits import Commit
+from memfs.domain.content import metadata_text
 
 
 def clock(conn: sqlite3.Connection) -> int:
@@ -150,163 +145,6 @@ def apply_commit(
     )
     raise_clock(conn, visible_at)
     return True
-
-
-def _meta_text(
-    metadata: dict[str, Any],
-    known: dict[tuple[tuple[str, type, Any], ...], str],
-    dumps: Callable[[Any], str],
-) -> str:
-    """``dumps(metadata)``, once per distinct metadata: a log repeats the same metadata
-    from commit to commit. The key tells True, 1 and 1.0 apart (they compare equal), and
-    floats by their spelling (0.0 == -0.0)."""
-    key = tuple(
-        (k, v.__class__, repr(v) if v.__class__ is float else v) for k, v in metadata.items()
-    )
-    try:
-        text = known.get(key)
-    except TypeError:  # an unhashable value (not a scalar): encode it as it is
-        return dumps(metadata)
-    if text is None:
-        text = known[key] = dumps(metadata)
-    return text
-
-
-def bulk_load(
-    conn: sqlite3.Connection,
-    agent: str,
-    entries: Iterable[tuple[str, str, dict[str, Any]]],
-    blob: Callable[[str], bytes],
-) -> int:
-    """Index a whole log at once into an agent's empty rows; the same rows as applying
-    each commit with ``apply_commit`` (visible at its timestamp), in a few batched
-    statements instead of ten per commit. ``entries`` are (key, text, JSON document) of
-    the log in order; ``blob(sha256)`` reads a content too large to be inline. Works on
-    the documents rather than Commit objects (building those was half the cost), and
-    SQLite takes the inline contents out of each entry's changes for the log summary,
-    byte for byte what ``apply_commit`` writes, without a JSON encode per commit.
-    Returns the number of commits; raises CorruptionError naming an unreadable entry."""
-    commit_rows: list[tuple[object, ...]] = []
-    version_rows: list[list[object]] = []
-    open_version: dict[str, int] = {}  # path → index of its newest row in version_rows
-    live: dict[str, tuple[Any, ...]] = {}  # path → memories row (without its listing)
-    metas: dict[str, dict[str, Scalar]] = {}
-    blobs: dict[str, bytes] = {}
-    revision = last_ts = 0
-    name: str | None = None
-    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    meta_texts: dict[tuple[tuple[str, type, Any], ...], str] = {}
-    for where, text, doc in entries:
-        try:
-            ts = parse_ts(doc["ts"])
-            for change in doc["changes"]:
-                path = change["path"]
-                after = change["after"]
-                version = int(change["version"])
-                size = int(change["bytes"])
-                description = change.get("description")
-                metadata = change.get("metadata") or {}
-                content = change.get("content")
-                previous = open_version.get(path)
-                if previous is not None:
-                    version_rows[previous][10] = ts  # valid_to
-                    version_rows[previous][12] = ts  # visible_to
-                meta_json = _meta_text(metadata, meta_texts, dumps) if metadata else "{}"
-                open_version[path] = len(version_rows)
-                version_rows.append(
-                    [
-                        agent,
-                        path,
-                        version,
-                        doc["revision"],
-                        change["operation"],
-                        after,
-                        size,
-                        description,
-                        meta_json,
-                        ts,
-                        None,
-                        ts,
-                        None,
-                    ]
-                )
-                if after is None:
-                    live.pop(path, None)
-                    metas.pop(path, None)
-                    continue
-                created_at = live[path][7] if path in live else ts
-                live[path] = (
-                    agent,
-                    path,
-                    version,
-                    after,
-                    size,
-                    description,
-                    meta_json,
-                    created_at,
-                    ts,
-                )
-                metas[path] = dict(metadata)
-                if content is not None:
-                    data = content.encode()
-                    if hashlib.sha256(data).hexdigest() != after:
-                        bad = CorruptionError(
-                            f"log entry {where}: inline content of {path} does not match its sha256"
-                        )
-                        bad.file = where  # type: ignore[attr-defined]
-                        raise bad
-                    blobs[after] = data
-                elif after not in blobs:
-                    blobs[after] = blob(after)  # checked by the caller's reader
-            commit_rows.append(
-                (agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text, text, text)
-            )
-            revision, last_ts = max(revision, doc["revision"]), max(last_ts, ts)
-            if doc.get("agentName") is not None:
-                name = doc["agentName"]
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
-    conn.executemany(f"INSERT {_INSERT_COMMIT}", commit_rows)
-    # In primary-key order, the B-tree takes them as appends rather than scattered inserts.
-    version_rows.sort(key=operator.itemgetter(1, 2))
-    conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)
-    # Every stored version's links, from the contents just read (in key order, as above).
-    links: list[LinkRow] = []
-    for row in version_rows:
-        sha, number, visible = row[5], row[2], row[11]
-        if isinstance(sha, str) and isinstance(number, int) and isinstance(visible, int):
-            links += link_rows(agent, str(row[1]), number, visible, blobs.get(sha))
-    add_links(conn, links)
-    conn.executemany(
-        "INSERT INTO memories VALUES(?,?,?,?,?,?,?,?,?,?)",
-        [
-            (*row, listing_text(row[1], row[4], row[3], row[5], row[2], row[8]))
-            for row in live.values()
-        ],
-    )
-    conn.executemany(
-        "INSERT INTO memory_meta VALUES(?,?,?,?)",
-        [
-            (agent, path, k, metadata_text(v))
-            for path, meta in metas.items()
-            for k, v in meta.items()
-        ],
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO blobs VALUES(?,?,?)",
-        [(agent, sha, data) for sha, data in blobs.items()],
-    )
-    search.index_docs(
-        conn, agent, ((row[1], row[3], row[5], blobs.get(row[3])) for row in live.values())
-    )
-    conn.execute(
-        "UPDATE agents SET revision=MAX(revision, ?), last_ts=MAX(last_ts, ?),"
-        " name=COALESCE(?, name), memory_count=memory_count+?,"
-        " memory_bytes=memory_bytes+? WHERE agent_id=?",
-        (revision, last_ts, name, len(live), sum(row[4] for row in live.values()), agent),
-    )
-    raise_clock(conn, last_ts)
-    return len(commit_rows)
 
 
 def damage(conn: sqlite3.Connection, agent_id: str) -> tuple[str, str] | None:
