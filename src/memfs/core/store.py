@@ -379,7 +379,6 @@ class Store:
         except Exception as error:  # the request is refused either way
             log.error("could not record the damage of %r: %s", exc.agent_id, error)
 
-    @_records_damage
     def read(self, agent_id: str, path: str, version: int | None = None) -> Memory:
         """The current memory at ``path``, or its version ``version`` (past ones too)."""
         path = paths.memory_path(path)
@@ -389,25 +388,30 @@ class Store:
             with self.index.statement_session() as one:
                 damage, row, data = one.memory_read(agent_id, path) or (None, None, None)
             # Every content read is checked against its sha256 (~2 µs for 2 KiB).
-            if damage is not None or row is None or data is None or (
-                hashlib.sha256(data).hexdigest() != row.sha256
+            if damage is None and row is not None and data is not None and (
+                hashlib.sha256(data).hexdigest() == row.sha256
             ):
-                with self.index.read_session() as ix:
-                    _require_agent(ix, agent_id)
-                    row = ix.memory(agent_id, path)
-                    if row is None:
-                        raise NotFound(f"{path} does not exist", field="path")
-                    data = self._read_blob(ix, agent_id, row.sha256)
-            # A Memory is its row's fields (the same names) and the content, set in one
-            # dict update rather than a frozen __init__'s setattr per field (a read by
-            # path is tens of µs, and that was a few of them).
-            memory = object.__new__(Memory)
-            fields = memory.__dict__
-            fields.update(row.__dict__)
-            fields["content"] = data
-            return memory
+                # A Memory is its row's fields (the same names) and the content, set in
+                # one dict update rather than a frozen __init__'s setattr per field (a
+                # read by path is tens of µs, and that was a few of them).
+                memory = object.__new__(Memory)
+                fields = memory.__dict__
+                fields.update(row.__dict__)
+                fields["content"] = data
+                return memory
+        # Only a session can find damage (raised, then recorded): the common case above
+        # has none to record and skips that wrapper's frame.
+        return self._read_in_session(agent_id, path, version)
+
+    @_records_damage
+    def _read_in_session(self, agent_id: str, path: str, version: int | None) -> Memory:
         with self.index.read_session() as ix:
             _require_agent(ix, agent_id)
+            if version is None:
+                row = ix.memory(agent_id, path)
+                if row is None:
+                    raise NotFound(f"{path} does not exist", field="path")
+                return Memory(content=self._read_blob(ix, agent_id, row.sha256), **vars(row))
             if version < 1:
                 raise InvalidRequest("version must be an integer >= 1", field="version")
             # SQLite integers are 64-bit: a larger version can't exist (nor be bound).

@@ -180,12 +180,6 @@ class Index:
         statement from one snapshot, so no BEGIN/COMMIT is needed around it."""
         return self._one_statement
 
-    def _statement_read(self) -> SqliteRead:
-        # The thread's connection's own session (made with it): holds nothing per use.
-        self._connect()
-        one: SqliteRead = self._local.one
-        return one
-
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction: every query inside sees one snapshot."""
@@ -208,7 +202,11 @@ class _OneStatement:
         self._index = index
 
     def __enter__(self) -> SqliteRead:
-        return self._index._statement_read()
+        # The thread's connection's own session (made with it): holds nothing per use.
+        index = self._index
+        index._connect()
+        one: SqliteRead = index._local.one
+        return one
 
     def __exit__(self, *exc: object) -> None:
         return None
