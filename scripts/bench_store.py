@@ -8,7 +8,8 @@ Run from the repository root:
     .venv/bin/python scripts/bench_store.py --only reindex   # issue 17's reindex target alone
 
 Measured: [1] the durable commit rate of Store.write against the raw durable-write
-floor of the same disk; [4] maintenance.reindex in commits/s; [2] a 200-item page of
+floor of the same disk; [4] maintenance.reindex in commits/s, each run after the same
+run's reindex floor (read and decode every entry, one executemany); [2] a 200-item page of
 one folder from a cursor in its middle, and depth-one pages, in one agent grown to each
 size; [3] store.read by path. The machine is assumed noisy, so what can be is compared
 rather than timed: the floor and Store.write alternate every 10 writes, and each
