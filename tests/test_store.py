@@ -823,3 +823,33 @@ def test_version_numbers_must_be_positive(store: Store, agent: str) -> None:
     for bad in (0, -1):
         with pytest.raises(InvalidRequest):
             store.read(agent, A, version=bad)
+
+
+def test_a_read_by_path_keeps_no_snapshot_open_between_reads(tmp_path: Path) -> None:
+    """A read by path runs outside a transaction, on the thread's connection and its
+    one session object: each read must end its statement, so a write made through
+    another connection (another store on the same data folder, as another process) is
+    seen by the next read, and a checkpoint of the index is not kept waiting by a
+    reader that sits idle."""
+    data = tmp_path / "data"
+    reader = Store(data)
+    writer: Store | None = None
+    try:
+        agent = reader.create_agent("users/alice/assistant").agent_id
+        reader.write(agent, "/memories/a.md", b"one", actor="t")
+        reader.write(agent, "/memories/b.md", b"bee", actor="t")
+        assert reader.read(agent, "/memories/a.md").content == b"one"
+        writer = Store(data)
+        writer.write(agent, "/memories/a.md", b"two", actor="t")
+        assert reader.read(agent, "/memories/a.md").content == b"two"
+        assert reader.read(agent, "/memories/b.md").content == b"bee"
+        conn = sqlite3.connect(layout.index_path(data))
+        try:
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            conn.close()
+        assert busy == 0
+    finally:
+        reader.close()
+        if writer is not None:
+            writer.close()
