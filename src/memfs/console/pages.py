@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfs import wire
+from memfs.console import inspect_html
 from memfs.console.render import (
     RENDER_LIMIT,
     body_of,
@@ -241,17 +242,25 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
             if token
             else None
         )
+    hrefs: dict[str, str] = {}  # agent id -> its history page (a scope's log has many)
     sections: dict[str, Any] = {
         "chunks": body["vectors"]["chunks"],
         "nodes": body["graph"]["nodes"],
         "edges": body["graph"]["edges"],
-        "log": [_step(step) for step in body["log"]["steps"]],
+        "log": [_step(step, hrefs) for step in body["log"]["steps"]],
+    }
+    items = {
+        "chunks": inspect_html.chunk_items(sections["chunks"]),
+        "nodes": inspect_html.node_items(sections["nodes"]),
+        "edges": inspect_html.edge_items(sections["edges"]),
+        "log": inspect_html.log_items(sections["log"]),
     }
     return view.page(
         "inspect.html",
         title=title,
         target=target,
         sections=sections,
+        items=items,
         links=links,
         read_at=read_at,
         pinned=as_of_text is not None,
@@ -259,14 +268,17 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
     )
 
 
-def _step(step: dict[str, Any]) -> dict[str, Any]:
+def _step(step: dict[str, Any], hrefs: dict[str, str]) -> dict[str, Any]:
     """A log step as shown: a commit's changes beyond its first ones (``LOG_HEAD``) are
     counted, with a link to the commit on the agent's history page, which lists them."""
     count = step.get("changeCount")
     changes = step.get("changes")
     if not isinstance(count, int) or not isinstance(changes, list) or count <= len(changes):
         return step
-    history = f"/console/agents/{segment(str(step['agentId']))}/history"
+    agent_id = str(step["agentId"])
+    history = hrefs.get(agent_id)
+    if history is None:
+        history = hrefs[agent_id] = f"/console/agents/{segment(agent_id)}/history"
     return {
         **step,
         "moreChanges": count - len(changes),
