@@ -352,17 +352,24 @@ def test_the_inspect_log_shows_a_bulk_commits_first_changes_its_count_and_a_link
     total = LOG_HEAD + 7
     ops = [Put(f"/memories/bulk/{i:03}.md", f"bulk {i}\n".encode()) for i in range(total)]
     revision = api.app.services.store.apply(AGENT, ops, actor="t", message="bulk").revision
+    # A commit of fewer changes than the index row keeps is cut on the page too.
+    few = pages.LOG_SHOWN + 2
+    small = [Put(f"/memories/few/{i:03}.md", f"few {i}\n".encode()) for i in range(few)]
+    small_revision = api.app.services.store.apply(AGENT, small, actor="t").revision
     client = signed_in(api)
     history = f"{PAGE}/history?before={revision + 1}#revision-{revision}"
     # From the agent's inspect and from its scope's: the link names the commit's agent.
     for url in (f"{PAGE}/inspect", "/console/scopes/users/inspect"):
         log = _log_section(client.get(url).text)
         shown = [i for i in range(total) if f"/memories/bulk/{i:03}.md v1" in log]
-        assert shown == list(range(LOG_HEAD)), url
-        assert f"… and {total - LOG_HEAD} more changes" in log
+        assert shown == list(range(pages.LOG_SHOWN)), url
+        assert f"… and {total - pages.LOG_SHOWN} more changes" in log
         assert f'<a href="{history.replace("&", "&amp;")}">revision {revision} in the' in log
         # The step's fields, as the page read them, one a line.
         assert f"\n  &#34;changeCount&#34;: {total},\n" in log
+        shown = [i for i in range(few) if f"/memories/few/{i:03}.md v1" in log]
+        assert shown == list(range(pages.LOG_SHOWN)), url
+        assert f"… and 2 more changes: <a href=\"{PAGE}/history?before={small_revision + 1}" in log
     listed = client.get(history).text
     assert f'id="revision-{revision}"' in listed
     assert all(f"/memories/bulk/{i:03}.md" in listed for i in range(total))

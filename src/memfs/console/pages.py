@@ -268,20 +268,30 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
     )
 
 
+# A log step shows its commit's first LOG_SHOWN changes (the index row keeps LOG_HEAD
+# apart, the history page lists them all): a log page of 50 bulk commits was 1,000
+# changes listed and boxed, most of the page's time at 100k memories.
+LOG_SHOWN = 5
+
+
 def _step(step: dict[str, Any], hrefs: dict[str, str]) -> dict[str, Any]:
-    """A log step as shown: a commit's changes beyond its first ones (``LOG_HEAD``) are
+    """A log step as shown: a commit's changes beyond its first ``LOG_SHOWN`` are
     counted, with a link to the commit on the agent's history page, which lists them."""
     count = step.get("changeCount")
     changes = step.get("changes")
-    if not isinstance(count, int) or not isinstance(changes, list) or count <= len(changes):
+    if not isinstance(count, int) or not isinstance(changes, list):
         return step
+    if len(changes) <= LOG_SHOWN and count <= len(changes):
+        return step
+    shown = changes[:LOG_SHOWN]
     agent_id = str(step["agentId"])
     history = hrefs.get(agent_id)
     if history is None:
         history = hrefs[agent_id] = f"/console/agents/{segment(agent_id)}/history"
     return {
         **step,
-        "moreChanges": count - len(changes),
+        "changes": shown,
+        "moreChanges": count - len(shown),
         "commitHref": f"{history}?before={int(step['revision']) + 1}#revision-{step['revision']}",
     }
 
