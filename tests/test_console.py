@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,11 +17,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from console_helpers import csrf_of, sign_in
-from http_fixtures import ADMIN_KEY, AGENT, Api, enc, open_api
+from http_fixtures import ADMIN_KEY, AGENT, Api, agent_url, enc, open_api
 from memfs.config import load
 from memfs.console import pages, render
 from memfs.core.store import Put
 from memfs.domain.commits import LOG_HEAD
+from memfs.domain.webhook_verify import sign
 from memfs.http.app import build
 
 BOB = "users/bob/assistant"
@@ -444,3 +446,45 @@ def test_the_field_boxes_encode_each_value_as_the_json_encoder_does() -> None:
     ]
     for value in values:
         assert render.encode_value(value) == encoder.encode(value), repr(value)
+
+
+def test_the_runs_page_lists_runs_and_filters_by_trigger_and_status(api: Api) -> None:
+    """Runs with their status and attempts, filtered by trigger and by status (the
+    filters are the form's fields and stay filled in); a filter that matches nothing
+    says so. (Runs are not executed here: they stay queued.)"""
+    agent = agent_url(AGENT)
+    ids: dict[str, str] = {}
+    for trigger in ("gh", "ci"):
+        made = api.put(f"{agent}/triggers/{trigger}", json={"maxAttempts": 4})
+        assert made.status_code == 201, made.text
+        secret, stamp, body = made.json()["secret"], int(time.time()), b"{}"
+        answer = api.post(
+            f"{agent}/triggers/{trigger}:deliver",
+            content=body,
+            headers={
+                "webhook-id": f"evt-{trigger}",
+                "webhook-timestamp": str(stamp),
+                "webhook-signature": sign(secret, f"evt-{trigger}", stamp, body),
+            },
+            auth=None,
+        )
+        assert answer.status_code == 202, answer.text
+        ids[trigger] = answer.json()["id"]
+    client = signed_in(api)
+
+    def listed(**query: str) -> tuple[list[str], str]:
+        html = client.get(f"{PAGE}/runs", params=query).text
+        return [r for r in ids.values() if f'<td class="id">{r}</td>' in html], html
+
+    shown, html = listed()
+    assert sorted(shown) == sorted(ids.values())
+    assert '<span class="state state-queued">queued</span>' in html
+    assert '<td class="num">0/4</td>' in html
+    shown, html = listed(triggerId="ci")
+    assert shown == [ids["ci"]]
+    assert 'name="triggerId" value="ci"' in html
+    shown, html = listed(status="queued", triggerId="gh")
+    assert shown == [ids["gh"]]
+    assert '<option value="queued" selected>' in html
+    shown, html = listed(status="succeeded")
+    assert shown == [] and "No runs match this filter." in html
