@@ -488,3 +488,32 @@ def test_the_runs_page_lists_runs_and_filters_by_trigger_and_status(api: Api) ->
     assert '<option value="queued" selected>' in html
     shown, html = listed(status="succeeded")
     assert shown == [] and "No runs match this filter." in html
+
+
+def test_a_pinned_inspect_page_leaves_out_later_commits_in_every_section(api: Api) -> None:
+    """Pinned (``asOf`` in the URL), the log, the nodes and the chunks stay as they were
+    at the pin while commits land; the banner names the instant; unpinned, the new
+    commit shows in each section."""
+    client = signed_in(api)
+    first = client.get(f"{PAGE}/inspect").text
+    pin = re.search(r'class="pin" href="([^"]+)"', first)
+    assert pin is not None
+    pinned_url = pin.group(1).replace("&amp;", "&")
+    assert "asOf=" in pinned_url
+    before = client.get(pinned_url).text
+    revision = api.must_write("/memories/later.md", "# Later\nwritten after the pin\n")
+    pinned = client.get(pinned_url).text
+    read_at = re.search(r'Pinned at <time datetime="([^"]+)"', pinned)
+    assert read_at is not None and read_at.group(1) in pinned_url.replace("%3A", ":")
+    latest = client.get(f"{PAGE}/inspect").text
+
+    def items(html: str, section: str) -> str:
+        # The section's items (its Next link's token carries an expiry: not compared).
+        part = html[html.index(f'<h2 id="{section}">') :].split("</section>", 1)[0]
+        return part.split('<nav class="pager"', 1)[0]
+
+    for section in ("chunks-h", "nodes-h", "log-h"):
+        assert "later.md" not in items(pinned, section), section
+        assert items(pinned, section) == items(before, section), section
+        assert "later.md" in items(latest, section), section
+    assert f"revision {revision['revision']} · " in items(latest, "log-h")
