@@ -517,3 +517,28 @@ def test_a_pinned_inspect_page_leaves_out_later_commits_in_every_section(api: Ap
         assert items(pinned, section) == items(before, section), section
         assert "later.md" in items(latest, section), section
     assert f"revision {revision['revision']} · " in items(latest, "log-h")
+
+
+def test_the_agents_list_filters_by_prefix_and_pages_to_the_end(tmp_path: Path) -> None:
+    """``prefix`` keeps the agents whose id starts with it (the field keeps it); the
+    Next links walk every one once, in order, keeping the filter; none matching says
+    so, the prefix shown as text."""
+    with open_api(tmp_path, page_items=2) as small:
+        team = [f"team/a/{n}" for n in ("one", "two", "three", "four", "five")]
+        for agent_id in [*team, "users/z/other"]:
+            small.create_agent(agent_id)
+        client = signed_in(small)
+        seen: list[str] = []
+        url: str | None = "/console/agents?prefix=team%2F"
+        pages_walked = 0
+        while url is not None:
+            html = client.get(url).text
+            pages_walked += 1
+            assert 'name="prefix" value="team/"' in html
+            seen += re.findall(r'<a class="agent" href="/console/agents/([^"]+)"', html)
+            following = re.search(r'<a rel="next" href="([^"]+)"', html)
+            url = following.group(1).replace("&amp;", "&") if following else None
+        assert seen == [enc(a) for a in sorted(team)]
+        assert pages_walked == 3
+        none = client.get("/console/agents", params={"prefix": "<b>nobody"}).text
+        assert "No agents start with “&lt;b&gt;nobody”." in none
