@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,11 +17,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from console_helpers import csrf_of, sign_in
-from http_fixtures import ADMIN_KEY, AGENT, Api, enc, open_api
+from http_fixtures import ADMIN_KEY, AGENT, Api, agent_url, enc, open_api
 from memfs.config import load
 from memfs.console import pages, render
 from memfs.core.store import Put
 from memfs.domain.commits import LOG_HEAD
+from memfs.domain.webhook_verify import sign
 from memfs.http.app import build
 
 BOB = "users/bob/assistant"
@@ -352,17 +354,24 @@ def test_the_inspect_log_shows_a_bulk_commits_first_changes_its_count_and_a_link
     total = LOG_HEAD + 7
     ops = [Put(f"/memories/bulk/{i:03}.md", f"bulk {i}\n".encode()) for i in range(total)]
     revision = api.app.services.store.apply(AGENT, ops, actor="t", message="bulk").revision
+    # A commit of fewer changes than the index row keeps is cut on the page too.
+    few = pages.LOG_SHOWN + 2
+    small = [Put(f"/memories/few/{i:03}.md", f"few {i}\n".encode()) for i in range(few)]
+    small_revision = api.app.services.store.apply(AGENT, small, actor="t").revision
     client = signed_in(api)
     history = f"{PAGE}/history?before={revision + 1}#revision-{revision}"
     # From the agent's inspect and from its scope's: the link names the commit's agent.
     for url in (f"{PAGE}/inspect", "/console/scopes/users/inspect"):
         log = _log_section(client.get(url).text)
         shown = [i for i in range(total) if f"/memories/bulk/{i:03}.md v1" in log]
-        assert shown == list(range(LOG_HEAD)), url
-        assert f"… and {total - LOG_HEAD} more changes" in log
+        assert shown == list(range(pages.LOG_SHOWN)), url
+        assert f"… and {total - pages.LOG_SHOWN} more changes" in log
         assert f'<a href="{history.replace("&", "&amp;")}">revision {revision} in the' in log
         # The step's fields, as the page read them, one a line.
         assert f"\n  &#34;changeCount&#34;: {total},\n" in log
+        shown = [i for i in range(few) if f"/memories/few/{i:03}.md v1" in log]
+        assert shown == list(range(pages.LOG_SHOWN)), url
+        assert f"… and 2 more changes: <a href=\"{PAGE}/history?before={small_revision + 1}" in log
     listed = client.get(history).text
     assert f'id="revision-{revision}"' in listed
     assert all(f"/memories/bulk/{i:03}.md" in listed for i in range(total))
@@ -437,3 +446,99 @@ def test_the_field_boxes_encode_each_value_as_the_json_encoder_does() -> None:
     ]
     for value in values:
         assert render.encode_value(value) == encoder.encode(value), repr(value)
+
+
+def test_the_runs_page_lists_runs_and_filters_by_trigger_and_status(api: Api) -> None:
+    """Runs with their status and attempts, filtered by trigger and by status (the
+    filters are the form's fields and stay filled in); a filter that matches nothing
+    says so. (Runs are not executed here: they stay queued.)"""
+    agent = agent_url(AGENT)
+    ids: dict[str, str] = {}
+    for trigger in ("gh", "ci"):
+        made = api.put(f"{agent}/triggers/{trigger}", json={"maxAttempts": 4})
+        assert made.status_code == 201, made.text
+        secret, stamp, body = made.json()["secret"], int(time.time()), b"{}"
+        answer = api.post(
+            f"{agent}/triggers/{trigger}:deliver",
+            content=body,
+            headers={
+                "webhook-id": f"evt-{trigger}",
+                "webhook-timestamp": str(stamp),
+                "webhook-signature": sign(secret, f"evt-{trigger}", stamp, body),
+            },
+            auth=None,
+        )
+        assert answer.status_code == 202, answer.text
+        ids[trigger] = answer.json()["id"]
+    client = signed_in(api)
+
+    def listed(**query: str) -> tuple[list[str], str]:
+        html = client.get(f"{PAGE}/runs", params=query).text
+        return [r for r in ids.values() if f'<td class="id">{r}</td>' in html], html
+
+    shown, html = listed()
+    assert sorted(shown) == sorted(ids.values())
+    assert '<span class="state state-queued">queued</span>' in html
+    assert '<td class="num">0/4</td>' in html
+    shown, html = listed(triggerId="ci")
+    assert shown == [ids["ci"]]
+    assert 'name="triggerId" value="ci"' in html
+    shown, html = listed(status="queued", triggerId="gh")
+    assert shown == [ids["gh"]]
+    assert '<option value="queued" selected>' in html
+    shown, html = listed(status="succeeded")
+    assert shown == [] and "No runs match this filter." in html
+
+
+def test_a_pinned_inspect_page_leaves_out_later_commits_in_every_section(api: Api) -> None:
+    """Pinned (``asOf`` in the URL), the log, the nodes and the chunks stay as they were
+    at the pin while commits land; the banner names the instant; unpinned, the new
+    commit shows in each section."""
+    client = signed_in(api)
+    first = client.get(f"{PAGE}/inspect").text
+    pin = re.search(r'class="pin" href="([^"]+)"', first)
+    assert pin is not None
+    pinned_url = pin.group(1).replace("&amp;", "&")
+    assert "asOf=" in pinned_url
+    before = client.get(pinned_url).text
+    revision = api.must_write("/memories/later.md", "# Later\nwritten after the pin\n")
+    pinned = client.get(pinned_url).text
+    read_at = re.search(r'Pinned at <time datetime="([^"]+)"', pinned)
+    assert read_at is not None and read_at.group(1) in pinned_url.replace("%3A", ":")
+    latest = client.get(f"{PAGE}/inspect").text
+
+    def items(html: str, section: str) -> str:
+        # The section's items (its Next link's token carries an expiry: not compared).
+        part = html[html.index(f'<h2 id="{section}">') :].split("</section>", 1)[0]
+        return part.split('<nav class="pager"', 1)[0]
+
+    for section in ("chunks-h", "nodes-h", "log-h"):
+        assert "later.md" not in items(pinned, section), section
+        assert items(pinned, section) == items(before, section), section
+        assert "later.md" in items(latest, section), section
+    assert f"revision {revision['revision']} · " in items(latest, "log-h")
+
+
+def test_the_agents_list_filters_by_prefix_and_pages_to_the_end(tmp_path: Path) -> None:
+    """``prefix`` keeps the agents whose id starts with it (the field keeps it); the
+    Next links walk every one once, in order, keeping the filter; none matching says
+    so, the prefix shown as text."""
+    with open_api(tmp_path, page_items=2) as small:
+        team = [f"team/a/{n}" for n in ("one", "two", "three", "four", "five")]
+        for agent_id in [*team, "users/z/other"]:
+            small.create_agent(agent_id)
+        client = signed_in(small)
+        seen: list[str] = []
+        url: str | None = "/console/agents?prefix=team%2F"
+        pages_walked = 0
+        while url is not None:
+            html = client.get(url).text
+            pages_walked += 1
+            assert 'name="prefix" value="team/"' in html
+            seen += re.findall(r'<a class="agent" href="/console/agents/([^"]+)"', html)
+            following = re.search(r'<a rel="next" href="([^"]+)"', html)
+            url = following.group(1).replace("&amp;", "&") if following else None
+        assert seen == [enc(a) for a in sorted(team)]
+        assert pages_walked == 3
+        none = client.get("/console/agents", params={"prefix": "<b>nobody"}).text
+        assert "No agents start with “&lt;b&gt;nobody”." in none

@@ -7,13 +7,13 @@ shows nothing of what it would have shown; lists hold only what the key covers.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from memfs import wire
+from memfs.console import inspect_html
 from memfs.console.render import (
     RENDER_LIMIT,
     body_of,
@@ -224,11 +224,12 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
     }
     # The abbreviated log: a bulk commit's first changes and its count, read without
     # its thousands of other changes (the API and the CLI give them all).
-    body = await run_in_threadpool(
-        functools.partial(
-            inspecting.inspect, view.store, target, pages, as_of, view.signer, heads=True
-        )
+    # In a list emptied here, as http/inspect.py does: the worker thread would keep the
+    # answer alive until its next job, and that job would pay for freeing it.
+    box = await run_in_threadpool(
+        lambda: [inspecting.inspect(view.store, target, pages, as_of, view.signer, heads=True)]
     )
+    body = box.pop()
     read_at = str(body["readTimestamp"])
     current = {name: view.arg(name) or "" for name in TOKENS.values()}
     links: dict[str, dict[str, str] | None] = {}
@@ -241,17 +242,25 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
             if token
             else None
         )
+    hrefs: dict[str, str] = {}  # agent id -> its history page (a scope's log has many)
     sections: dict[str, Any] = {
         "chunks": body["vectors"]["chunks"],
         "nodes": body["graph"]["nodes"],
         "edges": body["graph"]["edges"],
-        "log": [_step(step) for step in body["log"]["steps"]],
+        "log": [_step(step, hrefs) for step in body["log"]["steps"]],
+    }
+    items = {
+        "chunks": inspect_html.chunk_items(sections["chunks"]),
+        "nodes": inspect_html.node_items(sections["nodes"]),
+        "edges": inspect_html.edge_items(sections["edges"]),
+        "log": inspect_html.log_items(sections["log"]),
     }
     return view.page(
         "inspect.html",
         title=title,
         target=target,
         sections=sections,
+        items=items,
         links=links,
         read_at=read_at,
         pinned=as_of_text is not None,
@@ -259,17 +268,30 @@ async def _inspect(view: View, target: inspecting.Target, title: str) -> Respons
     )
 
 
-def _step(step: dict[str, Any]) -> dict[str, Any]:
-    """A log step as shown: a commit's changes beyond its first ones (``LOG_HEAD``) are
+# A log step shows its commit's first LOG_SHOWN changes (the index row keeps LOG_HEAD
+# apart, the history page lists them all): a log page of 50 bulk commits was 1,000
+# changes listed and boxed, most of the page's time at 100k memories.
+LOG_SHOWN = 5
+
+
+def _step(step: dict[str, Any], hrefs: dict[str, str]) -> dict[str, Any]:
+    """A log step as shown: a commit's changes beyond its first ``LOG_SHOWN`` are
     counted, with a link to the commit on the agent's history page, which lists them."""
     count = step.get("changeCount")
     changes = step.get("changes")
-    if not isinstance(count, int) or not isinstance(changes, list) or count <= len(changes):
+    if not isinstance(count, int) or not isinstance(changes, list):
         return step
-    history = f"/console/agents/{segment(str(step['agentId']))}/history"
+    if len(changes) <= LOG_SHOWN and count <= len(changes):
+        return step
+    shown = changes[:LOG_SHOWN]
+    agent_id = str(step["agentId"])
+    history = hrefs.get(agent_id)
+    if history is None:
+        history = hrefs[agent_id] = f"/console/agents/{segment(agent_id)}/history"
     return {
         **step,
-        "moreChanges": count - len(changes),
+        "changes": shown,
+        "moreChanges": count - len(shown),
         "commitHref": f"{history}?before={int(step['revision']) + 1}#revision-{step['revision']}",
     }
 

@@ -142,27 +142,38 @@ def listing_rows(base: str, folders: Sequence[str], memories: Sequence[MemoryRow
     return Markup("".join(out))
 
 
-def change_items(changes: Sequence[Mapping[str, Any]]) -> Markup:
-    """The ``<li>`` items of a log step's changes ("operation path vN"). Written here,
-    not in the template, as ``listing_rows``: a log page of 50 bulk commits shows 1,000
-    changes, and Jinja's lookups and autoescape calls per change were a third of the
-    inspect page. Every field is escaped (paths are written by models and senders)."""
-    escape = markupsafe.escape
-    return Markup(
-        "".join(
-            f"<li>{escape(c.get('operation', ''))} {escape(c.get('path', ''))}"
-            f" v{escape(c.get('version', ''))}</li>"
-            for c in changes
-        )
-    )
-
-
 _ENCODE_ANY = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
 _ENCODE_STR = json.encoder.encode_basestring  # what the encoder above does for a str
 
 
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder ``_ENCODE_ANY`` builds anew on every call (``JSONEncoder.iterencode``),
+# made once: a log step's box holds one object per change, a thousand on a page.
+# Same arguments as that call (no circular check: an item is decoded JSON).
+_C_ENCODER = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _unencodable, _ENCODE_STR, None, ": ", ", ", False, False, True
+    )
+    if json.encoder.c_make_encoder is not None  # type: ignore[attr-defined]
+    else None
+)
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_C_FLAT = (
+    json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, _unencodable, _ENCODE_STR, None, ": ", ",\n  ", False, False, True
+    )
+    if _C_ENCODER is not None
+    else None
+)
+
+
 def encode_value(value: Any) -> str:
-    """``_ENCODE_ANY(value)``, without its per-call overhead for the scalars an inspect
+    """``_ENCODE_ANY(value)``, without its per-call overhead for the values an inspect
     item is made of (byte for byte the same: tests/test_console.py)."""
     kind = type(value)
     if kind is str:
@@ -173,6 +184,8 @@ def encode_value(value: Any) -> str:
         return "null"
     if kind is bool:
         return "true" if value else "false"
+    if (kind is dict or kind is list) and _C_ENCODER is not None:
+        return "".join(_C_ENCODER(value, 0))
     return _ENCODE_ANY(value)
 
 
@@ -181,6 +194,12 @@ def fields(value: Mapping[str, Any]) -> str:
     too), each value compact JSON. ``tojson(indent=2)`` did this with the pure-Python
     JSON encoder (an indent turns the C one off): most of the inspect page's render
     time. Plain text: autoescape makes it safe in the page."""
+    if _C_FLAT is not None and value and all(
+        type(k) is str and type(v) in _SCALARS for k, v in value.items()
+    ):
+        # A flat item (a node, an edge: text, numbers, flags) in one encoder call, its
+        # fields one a line by the item separator (a newline inside a value is "\n").
+        return "{\n  " + "".join(_C_FLAT(value, 0))[1:-1] + "\n}"
     lines = []
     for key, item in value.items():
         if isinstance(item, list) and item:
@@ -205,7 +224,6 @@ def environment() -> jinja2.Environment:
     )
     env.filters["seg"] = segment
     env.filters["fields"] = fields
-    env.filters["change_items"] = change_items
     env.filters["mhref"] = memory_href
     env.filters["ts"] = timestamp
     env.filters["wbr"] = breakable
