@@ -1,7 +1,9 @@
 """Group commit: concurrent callers of one process share one index transaction.
 
-Two instances per Store: run registrations (``core/runs.py``) and commits
-(``core/commit.py``: each log entry is durable before it queues).
+Three instances per Store: run registrations (``core/runs.py``), commits
+(``core/commit.py``: each log entry is durable before it queues), and new delivery
+records (``core/delivery_records.py``: there the flush is the durable write itself,
+one for every record waiting).
 
 Each caller's durable write is done before it queues (so the fsyncs of concurrent
 callers overlap). It then waits for the leader lock; whoever holds it flushes
@@ -31,6 +33,11 @@ class GroupCommit(Generic[T]):
         self._mutex = threading.Lock()
         self._leader = threading.Lock()
         self._queue: list[T] = []
+
+    def waiting(self) -> int:
+        """How many submitted items no flush has taken yet (tests wait on it)."""
+        with self._mutex:
+            return len(self._queue)
 
     def submit(self, item: T, flush: Callable[[list[T]], None]) -> None:
         """Return once ``item`` was flushed, by this caller or by the leader before it."""

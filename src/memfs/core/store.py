@@ -136,6 +136,8 @@ class Store:
         self.index: WatchedIndex = open_index(index_location, file)
         # Concurrent run registrations share one index transaction (core.runs).
         self.registrations: GroupCommit[Any] = GroupCommit()
+        # Concurrent new delivery records share one durability point (core.delivery_records).
+        self.deliveries: GroupCommit[Any] = GroupCommit()
         # True while this process rebuilds a deleted or replaced index (memfs.core.healing).
         self.index_rebuilding = False
         self.healed_inode: int | None = None  # the index file last checked against the log
