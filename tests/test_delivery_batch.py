@@ -7,7 +7,7 @@ still create-if-absent), one folder fsync. Proved here:
 - in-process: twelve deliveries queued behind a held one are made durable as ONE file
   whose twelve names are its links (a webhook id sent twice in the batch starts one
   run), each name reads back its own record, and a fresh index rebuilt from the files
-  finds every run;
+  finds every run, as does a folder restored from a backup;
 - the bound that spares the YAML of the memory-size check is never below the size
   ``memory_content`` makes (property test);
 - real processes: two ``memfs serve`` on one data folder racing on the same webhook ids
@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from memfs.canonical import layout
 from memfs.canonical.backend import LocalBackend, MemoryBackend
 from memfs.config import Settings
-from memfs.core import deliveries, maintenance
+from memfs.core import backup, deliveries, maintenance
 from memfs.core.actions.memory import memory_content, memory_size_at_most
 from memfs.core.delivery_records import record_of
 from memfs.core.runs import Runs, delivery_key
@@ -144,6 +144,17 @@ def test_waiting_deliveries_are_made_durable_as_one_file(tmp_path: Path) -> None
         assert {r.webhook_id: r.run_id for r in listed} == runs
     finally:
         fresh.close()
+
+    # A backup copies each name's bytes; the restored folder reads every record back.
+    backup.backup(tmp_path / "data", tmp_path / "backup")
+    backup.restore(tmp_path / "backup", tmp_path / "restored")
+    restored = Store(tmp_path / "restored")
+    try:
+        maintenance.reindex(restored)
+        listed = Runs(restored).list(AGENT, trigger_id=None, status=None, after=None, limit=50)
+        assert {r.webhook_id: r.run_id for r in listed} == runs
+    finally:
+        restored.close()
 
 
 _TRIGGER = Triggers(MemoryBackend()).put("a", "t", {"secret": SECRET, "prompt": "p"})[0]
