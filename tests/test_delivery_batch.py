@@ -308,7 +308,7 @@ def test_kill_between_batch_durable_and_202_loses_no_acknowledged_delivery(
 def test_a_failing_fsync_of_delivery_records_gets_no_202_and_no_run(tmp_path: Path) -> None:
     data = tmp_path / "data"
     server = RealServer(data, env={"MEMFS_TEST_FAULT": "delivery-fsync-eio"}).start()
-    statuses: list[int] = []
+    statuses: list[tuple[int, object]] = []
     lock = threading.Lock()
     ids = [f"msg_eio_{n}" for n in range(12)]
     try:
@@ -318,8 +318,9 @@ def test_a_failing_fsync_of_delivery_records_gets_no_202_and_no_run(tmp_path: Pa
             with httpx.Client(base_url=server.url, timeout=WAIT) as client:
                 for webhook_id in chunk:
                     got = deliver(client, secret, TRIGGER, webhook_id, '{"x": 1}')
+                    retryable = got.json().get("details", {}).get("retryable")
                     with lock:
-                        statuses.append(got.status_code)
+                        statuses.append((got.status_code, retryable))
 
         threads = [threading.Thread(target=sender, args=(ids[n::4],)) for n in range(4)]
         for thread in threads:
@@ -327,7 +328,8 @@ def test_a_failing_fsync_of_delivery_records_gets_no_202_and_no_run(tmp_path: Pa
         for thread in threads:
             thread.join(WAIT)
         assert len(statuses) == len(ids)
-        assert all(500 <= status < 600 for status in statuses), statuses
+        # A failing disk is a passing condition: 503, retryable, never a 2xx.
+        assert statuses == [(503, True)] * len(ids), statuses
         with server.client() as client:
             assert all_runs(client) == []
     finally:
