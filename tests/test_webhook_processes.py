@@ -30,6 +30,7 @@ from standardwebhooks import Webhook
 from commands import child_python, shared_folder
 from memfs.canonical import layout
 from memfs.canonical.backend import LocalBackend
+from memfs.core.delivery_records import record_of
 from memfs.core.runs import claim_key, delivery_key
 from memfs.domain.run_events import created as created_event
 from servers_real import RealServer, memfs_cli
@@ -176,9 +177,10 @@ def events(data: Path, run_id: str) -> list[dict[str, Any]]:
     if not (runs_folder(data) / f"{run_id}.e000001.json").exists():
         folder = data / layout.agent_prefix(AGENT) / "deliveries"
         for path in sorted(folder.glob("*/*.json")):
-            record = json.loads(path.read_text())
+            key = path.relative_to(data).as_posix()
+            record = record_of(key, path.read_bytes())  # its own file, or a batch's entry
             if record["runId"] == run_id:
-                found.insert(0, created_event(path.relative_to(data).as_posix(), record))
+                found.insert(0, created_event(key, record))
     return found
 
 

@@ -14,9 +14,9 @@ import contextlib
 import errno
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from memfs.canonical import durable, segments
 from memfs.errors import Damaged
@@ -54,6 +54,18 @@ class Backend(Protocol):
 
     def delete(self, key: str) -> None:
         """Remove ``key`` if present (erasure and collection only)."""
+
+
+@runtime_checkable
+class SharedCreate(Protocol):
+    """A backend that can create several keys of one folder holding the same bytes with
+    one durability point (``LocalBackend``: hard links to one fsync'd file). Deliveries
+    use it to make a batch of records durable together; a backend without it gets one
+    ``put_if_absent`` per record."""
+
+    def put_shared_if_absent(self, keys: Sequence[str], data: bytes) -> list[bool]:
+        """``put_if_absent(key, data)`` of every key, all durable once this returns;
+        which keys this call stored, in order."""
 
 
 class MemoryBackend:
@@ -113,6 +125,18 @@ class LocalBackend:
             return log.append(revision, data)
         # Folder by folder from the root, never through a symlink (durable.open_folder).
         return durable.create_new_at(self.root, key.split("/"), data)
+
+    def put_shared_if_absent(self, keys: Sequence[str], data: bytes) -> list[bool]:
+        """Every key of one folder (not a log folder) as a hard link to one durable file
+        of ``data``: one file fsync and one folder fsync for all (``durable.link_new_at``)."""
+        folders = {check_key(key).rpartition("/")[0] for key in keys}
+        if len(folders) != 1 or any(segments.log_folder_of(key) for key in keys):
+            raise ValueError("shared keys must be files of one folder, not log entries")
+        folder = folders.pop()
+        if not folder:
+            raise ValueError("shared keys must be below a folder")
+        names = [key.rpartition("/")[2] for key in keys]
+        return durable.link_new_at(self.root, folder.split("/"), names, data)
 
     def get(self, key: str) -> bytes:
         entry = segments.log_folder_of(key)

@@ -266,3 +266,41 @@ def delete_at(root: Path, parts: Sequence[str]) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def link_new_at(root: Path, parts: Sequence[str], names: Sequence[str], data: bytes) -> list[bool]:
+    """``create_new_at`` of several names in the one folder ``root/parts…`` that all hold
+    the same ``data``, made durable together: one temp file (one fsync), a hard link per
+    name (create-if-absent each: a name that exists is left as it is), one folder fsync
+    for all of them. Which names this call made, in order.
+
+    A name is published only once the bytes are durable, and the call returns only once
+    the names are; if the folder's fsync fails, the names made are removed again (best
+    effort: the disk is failing) so that nothing the caller was told failed stays."""
+    fd = open_folder(root, parts, create=True)
+    try:
+        tmp = write_temp_at(fd, data, sync=True)
+        made: list[bool] = []
+        try:
+            for name in names:
+                try:
+                    os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+                except FileExistsError:
+                    made.append(False)
+                else:
+                    made.append(True)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+        if any(made):
+            try:
+                os.fsync(fd)
+            except BaseException:
+                for name, created in zip(names, made, strict=True):
+                    if created:
+                        with contextlib.suppress(OSError):
+                            os.unlink(name, dir_fd=fd)
+                raise
+        return made
+    finally:
+        os.close(fd)

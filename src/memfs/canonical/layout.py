@@ -5,6 +5,8 @@ agents/<dir>/.memfs/log/<revision>.json canonical: one commit each, never rewrit
 agents/<dir>/.memfs/objects/ab/cdef…    canonical: contents too large to inline
 agents/<dir>/.memfs/triggers/<id>/<seq>.json       canonical: trigger versions (triggers.py)
 agents/<dir>/.memfs/deliveries/<trigger>/<h>.json  canonical: one per webhook-id (runs.py)
+                                        (names made together: hard links to one file,
+                                        core/delivery_records.py)
 agents/<dir>/.memfs/runs/<runId>.e<n>.json         canonical: run events (runs.py)
 agents/<dir>/.memfs/runs/<runId>.c<k>.json         canonical: attempt claims (runs.py)
 agents/<dir>/.memfs/runs/<runId>.g<k>.json         canonical: an attempt's process group

@@ -30,6 +30,7 @@ from pathlib import Path
 from memfs import __version__
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import LocalBackend, MissingObject
+from memfs.core.delivery_records import record_of
 from memfs.core.store import Store
 from memfs.derived.worktree import WorkTree
 from memfs.domain.commits import format_ts, now_us
@@ -168,7 +169,7 @@ def _backup_agent(
             copied.append(key)
             if part == "deliveries/":
                 with contextlib.suppress(ValueError, KeyError, TypeError):
-                    runs_with_start.add(str(json.loads(data)["runId"]))
+                    runs_with_start.add(str(record_of(key, data)["runId"]))
             elif part == "runs/":
                 run_id, _, rest = key[len(prefix + part) :].partition(".")
                 run_files.setdefault(run_id, []).append(key)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from memfs.config import Settings
-from memfs.core.actions.memory import memory_content
+from memfs.core.actions.memory import memory_content, memory_size_at_most
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Store
 from memfs.core.triggers import Trigger, Triggers
@@ -90,7 +90,9 @@ def accept(
     if trigger.action.get("type") != "command":
         # The exact memory (frontmatter, and base64 for a binary body) must fit too.
         facts = {"webhookId": webhook_id, "contentType": media, "receivedAt": int(now * 1e6)}
-        size = len(memory_content(trigger, facts, body))
+        # The exact size (YAML) only when the cheap bound does not already fit.
+        fits = memory_size_at_most(trigger, facts, len(body)) <= settings.memory_bytes
+        size = 0 if fits else len(memory_content(trigger, facts, body))
         if size > settings.memory_bytes:
             raise PayloadTooLarge(
                 f"this trigger's memory action stores at most {settings.memory_bytes} bytes"

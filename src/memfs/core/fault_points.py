@@ -9,7 +9,12 @@ production. It names one fault:
   ``MEMFS_TEST_FAULT_FILE`` (if set) so a test knows when to kill -9 the process;
 - ``log-fsync-eio``: every ``os.fsync``/``os.fdatasync`` of a file or folder of an
   agent's log (``…/.memfs/log``) fails with EIO, as a failing disk does, so no log entry
-  can be made durable.
+  can be made durable;
+- ``delivery-durable-before-ack:N``: as ``after-durable-before-ack``, for the delivery
+  records of ``core/delivery_records.py``: the first N records made durable go on, then
+  the batch holding the next one stops once it is durable (not indexed, no 202 sent);
+- ``delivery-fsync-eio``: as ``log-fsync-eio``, for the files and folders of delivery
+  records (``…/.memfs/deliveries``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from collections.abc import Callable
 
 AFTER_DURABLE = "after-durable-before-ack"
 LOG_FSYNC_EIO = "log-fsync-eio"
-_LOG_FOLDER = "/.memfs/log"
+DELIVERY_DURABLE = "delivery-durable-before-ack"
+DELIVERY_FSYNC_EIO = "delivery-fsync-eio"
+# The folders whose fsyncs each EIO fault fails.
+_FAILING = {LOG_FSYNC_EIO: "/.memfs/log", DELIVERY_FSYNC_EIO: "/.memfs/deliveries"}
 
 _mutex = threading.Lock()
 _passed = 0
@@ -52,23 +60,25 @@ def reached(point: str) -> None:
 
 
 def install() -> None:
-    """Make the log's fsyncs fail with EIO when ``MEMFS_TEST_FAULT=log-fsync-eio``."""
+    """Make the log's (or the delivery records') fsyncs fail with EIO when
+    ``MEMFS_TEST_FAULT`` is ``log-fsync-eio`` (or ``delivery-fsync-eio``)."""
     global _installed
-    if _installed or _spec()[0] != LOG_FSYNC_EIO:
+    folder = _FAILING.get(_spec()[0])
+    if _installed or folder is None:
         return
     _installed = True
     for name in ("fsync", "fdatasync"):
         real = getattr(os, name)
-        setattr(os, name, _failing(real))
+        setattr(os, name, _failing(real, folder))
 
 
-def _failing(real: Callable[[int], None]) -> Callable[[int], None]:
+def _failing(real: Callable[[int], None], folder: str) -> Callable[[int], None]:
     def sync(fd: int) -> None:
         try:
             where = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:
             where = ""
-        if _LOG_FOLDER in where:
+        if folder in where:
             raise OSError(errno.EIO, os.strerror(errno.EIO), where)
         real(fd)
 

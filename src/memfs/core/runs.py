@@ -12,7 +12,9 @@ Canonical objects, all create-if-absent under ``agents/<dir>/.memfs/``:
 
 (flat in one folder: a new folder per run would cost a directory fsync per level).
 
-A unique delivery therefore writes ONE durable file: its record. The run's
+A unique delivery therefore writes ONE durable record, and concurrent deliveries of a
+process share one durability point for theirs (``core/delivery_records.py``: one
+fsync'd file per batch, hard-linked under each record's name). The run's
 ``created`` event is a function of the record (``run_events.created``), so the record is
 read as event 1 for as long as it exists. Before ``collect`` deletes a record it
 publishes that event as ``runs/<runId>.e000001.json`` (the same bytes from any
@@ -42,6 +44,7 @@ from typing import Any
 from memfs.canonical import layout
 from memfs.canonical.backend import MissingObject
 from memfs.core import cas
+from memfs.core.delivery_records import put_record, record_of
 from memfs.core.store import Store
 from memfs.derived import index
 from memfs.derived.index.base import ReadSession, WriteSession
@@ -326,7 +329,7 @@ class Runs:
             data = self.backend.get(key)
         except MissingObject:
             return None
-        record = json.loads(data)
+        record = record_of(key, data)
         run = self._current(agent_id, record["runId"])
         if run is None and wait:
             run = self.register(agent_id, key, record)
@@ -344,7 +347,8 @@ class Runs:
         """Create the delivery record (the one durable file of a new delivery) and index
         its run; when a racing delivery of the same id created it first, its run.
 
-        ``put_if_absent`` decides between racing deliveries (threads, workers, processes).
+        Create-if-absent of the record's name decides between racing deliveries
+        (threads, workers, processes).
         """
         key = delivery_key(agent_id, trigger_id, webhook_id)
         record = {
@@ -356,9 +360,11 @@ class Runs:
             "maxAttempts": max_attempts,
             "body": base64.b64encode(body).decode(),
         }
-        if self.backend.put_if_absent(key, json.dumps(record).encode()):
+        # Durable together with the records of concurrent deliveries (one fsync'd file
+        # for the batch, one hard link per record: core/delivery_records.py).
+        if put_record(self.store, key, record):
             return self.register(agent_id, key, record), True
-        won = json.loads(self.backend.get(key))  # a racing delivery of the same id
+        won = record_of(key, self.backend.get(key))  # a racing delivery of the same id
         run = self._current(agent_id, won["runId"])
         return (run if run is not None else self.register(agent_id, key, won)), False
 
@@ -416,7 +422,7 @@ class Runs:
         if run.delivery_key is None:
             raise NotFound("the delivery of this run was collected", field="runId")
         try:
-            record: dict[str, Any] = json.loads(self.backend.get(run.delivery_key))
+            record = record_of(run.delivery_key, self.backend.get(run.delivery_key))
         except MissingObject:
             raise NotFound("the delivery of this run was collected", field="runId") from None
         return record
@@ -525,7 +531,7 @@ class Runs:
             base = f"{_prefix(agent.agent_id)}deliveries/"
             for key in self.backend.list(base):
                 try:
-                    record = json.loads(self.backend.get(key))
+                    record = record_of(key, self.backend.get(key))
                 except MissingObject:
                     continue
                 self.register(agent.agent_id, key, record)
@@ -553,7 +559,7 @@ class Runs:
             first = event_key(agent_id, run_id, 1)
             if not self.backend.exists(first):
                 try:
-                    record = json.loads(self.backend.get(key))
+                    record = record_of(key, self.backend.get(key))
                 except MissingObject:
                     record = None  # another collector deleted it, after publishing event 1
                 if record is not None:

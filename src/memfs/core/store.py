@@ -27,7 +27,7 @@ from memfs.core import fault_points
 from memfs.core.commit import CommitResult as CommitResult
 from memfs.core.commit import Committer, verified
 from memfs.core.commit import require_agent as _require_agent
-from memfs.core.group_commit import GroupCommit
+from memfs.core.group_commit import GroupCommit, WakingGroupCommit
 from memfs.core.planner import Delete as Delete
 from memfs.core.planner import Move as Move
 from memfs.core.planner import Op as Op
@@ -135,7 +135,11 @@ class Store:
         file = index_file or layout.index_path(data_dir)
         self.index: WatchedIndex = open_index(index_location, file)
         # Concurrent run registrations share one index transaction (core.runs).
-        self.registrations: GroupCommit[Any] = GroupCommit()
+        # (Woken when their flush ends, not when they get the leader lock: a delivery's
+        # 202 waits for both queues.)
+        self.registrations: GroupCommit[Any] = WakingGroupCommit()
+        # Concurrent new delivery records share one durability point (core.delivery_records).
+        self.deliveries: GroupCommit[Any] = WakingGroupCommit()
         # True while this process rebuilds a deleted or replaced index (memfs.core.healing).
         self.index_rebuilding = False
         self.healed_inode: int | None = None  # the index file last checked against the log

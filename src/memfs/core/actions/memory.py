@@ -38,6 +38,34 @@ def memory_content(trigger: Trigger, delivery: dict[str, Any], body: bytes) -> b
     return (head + text).encode()
 
 
+def memory_size_at_most(trigger: Trigger, delivery: dict[str, Any], body_bytes: int) -> int:
+    """An upper bound of ``len(memory_content(trigger, delivery, body))`` for a body of
+    ``body_bytes``, without YAML: the delivery path checks the memory's size on every
+    delivery, and emitting the frontmatter was a third of its CPU. Only a bound over
+    ``memoryBytes`` needs the exact size (``tests/test_core_deliveries.py`` checks the
+    bound against ``memory_content`` by property test).
+
+    Why it holds: YAML writes a scalar plain, single-quoted (each ``'`` doubled) or
+    double-quoted (an escape is at most 10 bytes for a 4-byte character, 4 for a 1-byte
+    one), folded at ~80 columns (a fold adds under 8 bytes per 70 written): under 5
+    bytes per byte of the value, plus quotes and its key. The body is its UTF-8 bytes as
+    they are, or base64 in 76-character lines inside a short wrapper."""
+    media = str(delivery.get("contentType") or "application/octet-stream")
+    webhook_id = str(delivery["webhookId"])
+    values = (
+        f"webhook {webhook_id} for trigger {trigger.trigger_id}",
+        trigger.prompt,
+        webhook_id,
+        trigger.trigger_id,
+        media,
+        format_ts(int(delivery["receivedAt"])),
+    )
+    head = 8 + sum(5 * len(v.encode()) + 64 for v in values)
+    base64_chars = 4 * ((body_bytes + 2) // 3)
+    binary = base64_chars + base64_chars // 76 + 2 + len(media.encode()) + 80
+    return head + max(body_bytes, binary)
+
+
 def memory_path(trigger: Trigger, webhook_id: str) -> str:
     """Where a delivery is stored: distinct webhook ids always give distinct paths."""
     template = str(trigger.action.get("path"))
