@@ -33,7 +33,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from psycopg import ClientCursor, Cursor
+from psycopg import Cursor
 
 from memfs.derived.index.links import link_rows
 from memfs.derived.index.postgres import search
@@ -107,34 +107,26 @@ _PUT_RUN = (
 
 class _Later:
     """Statements whose answers nobody waits for, held until the next statement that
-    is waited for (or COMMIT) and sent with it as ONE simple query, their parameters
-    bound here by psycopg's own quoting (``ClientCursor.mogrify``). Measured on the
-    bench's commit (docs/benchmarks.md): a commit's statements cost a third of the
-    client's and half of PostgreSQL's CPU this way, against the same statements in a
-    pipeline, and one round trip. An error in any of them fails the batch, hence the
+    is waited for (or COMMIT) and sent with it in one pipeline: one round trip, each
+    statement still prepared once per connection (psycopg prepares a statement on its
+    fifth use). A simple query of the statements, parameters bound client-side, was
+    measured too: a third less client CPU but a quarter more PostgreSQL CPU per commit,
+    every statement planned afresh. An error in any of them fails the batch, hence the
     session, which then rolls back: the same all-or-nothing as one at a time."""
 
-    def __init__(self, conn: Conn) -> None:
-        self.conn = conn
-        self.sql: list[str] = []
-        self._binder: ClientCursor[Any] | None = None
+    def __init__(self) -> None:
+        self.sql: list[tuple[str, list[Any] | None]] = []
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> None:
-        if not params:
-            self.sql.append(query)
-            return
-        if self._binder is None:
-            self._binder = ClientCursor(self.conn)
-        self.sql.append(self._binder.mogrify(query, [encode_text(p) for p in params]))
+        self.sql.append((query, [encode_text(p) for p in params] if params else None))
 
     def executemany(self, query: str, rows: Iterable[Sequence[Any]]) -> None:
         for row in rows:
             self.execute(query, row)
 
-    def take(self) -> str:
-        text = ";\n".join(self.sql)
-        self.sql = []
-        return text
+    def take(self) -> list[tuple[str, list[Any] | None]]:
+        held, self.sql = self.sql, []
+        return held
 
 
 class _Now:
@@ -172,26 +164,31 @@ class PgWrite(PgRead):
         self._raise_to: int | None = None  # the clock is raised to at least this
         self._given: tuple[int, int] | None = None  # least and most stamp given to rows
         self._shifts: list[tuple[str, Sequence[Any]]] = []  # the stamped rows
-        self._later = _Later(conn)
+        self._later = _Later()
         self._began = begin
         if begin is not None:
             self._later.execute(begin)  # sent with the first statement waited for
 
-    def _send(self) -> None:
-        """Send the statements held for later, if any."""
-        if self._later.sql:
-            self.conn.execute(self._later.take())
+    def _send(self, last: tuple[str, Sequence[Any]] | None = None) -> Cursor[Any] | None:
+        """Send the statements held for later, then ``last``, in one pipeline; the
+        cursor of ``last`` (holding its answer)."""
+        held = self._later.take()
+        cur = None
+        with self.conn.pipeline():
+            for sql, params in held:
+                self.conn.execute(sql, params)
+            if last is not None:
+                cur = super()._run(*last)
+        return cur
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
         """Run ``sql`` now, after the statements held for later, in the same round
-        trip: the cursor holds the answer of ``sql`` (the last of them)."""
+        trip: the cursor holds the answer of ``sql``."""
         self._forget_head()
         if not self._later.sql:
             return super()._run(sql, params)
-        self._later.execute(sql, params)
-        cur = self.conn.execute(self._later.take())
-        while cur.nextset():
-            pass
+        cur = self._send((sql, params))
+        assert cur is not None
         return cur
 
     # --- locks and the clock step -------------------------------------------------
@@ -235,11 +232,11 @@ class PgWrite(PgRead):
             self._later.execute(_CLOCK_STEP, (self._raise_to, most, least))
             for sql, params in self._shifts:
                 self._later.execute(sql, (most, *params, most))
-        if self._later.sql == [self._began]:
+        if self._later.sql == [(self._began, None)]:
             self._later.take()  # nothing was asked or written: nothing to send
             return
         self._later.execute("COMMIT")
-        self.conn.execute(self._later.take())
+        self._send()
 
     # --- commits --------------------------------------------------------------------
 
@@ -363,7 +360,7 @@ class PgWrite(PgRead):
         each commit writes (visible at its timestamp), every statement in one pipeline
         (the rows are empty, so no answer is waited for until the end)."""
         self.lock_agent(agent)
-        self._send()  # the lock, before the pipeline (which can't take a simple query)
+        self._send()  # the lock (and BEGIN), before the rest
         with self.conn.pipeline():
             return self._load(entries, blob)
 
