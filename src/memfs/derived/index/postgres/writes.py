@@ -110,8 +110,8 @@ class _Later:
     is waited for (or COMMIT) and sent with it in one pipeline: one round trip, each
     statement still prepared once per connection (psycopg prepares a statement on its
     fifth use). A simple query of the statements, parameters bound client-side, was
-    measured too: a third less client CPU but a quarter more PostgreSQL CPU per commit,
-    every statement planned afresh. An error in any of them fails the batch, hence the
+    measured too (docs/benchmarks.md): 9% less client CPU but half again as much
+    PostgreSQL CPU per commit, every statement planned afresh. An error in any of them fails the batch, hence the
     session, which then rolls back: the same all-or-nothing as one at a time."""
 
     def __init__(self) -> None:
@@ -130,8 +130,8 @@ class _Later:
 
 
 class _Now:
-    """The same calls as ``_Later``, each sent at once (inside ``bulk_load``'s pipeline,
-    where a simple query of several statements is not allowed)."""
+    """The same calls as ``_Later``, each sent at once: inside ``bulk_load``'s own
+    pipeline, which already sends nothing until its end."""
 
     def __init__(self, session: PgWrite) -> None:
         self.session = session
@@ -202,7 +202,9 @@ class PgWrite(PgRead):
         if self.holds(agent_id):
             return
         # Held for the next statement: the server runs them in order, so whatever is
-        # sent after the lock starts once it is granted.
+        # sent after the lock starts once it is granted (and what was read before it,
+        # the agent's head and the clock, is read again after it).
+        self._forget_head()
         if self._agents:
             self._later.execute(_LOCK_AGENT, (AGENT_LOCKS, agent_key(agent_id)))
         else:
@@ -212,6 +214,7 @@ class PgWrite(PgRead):
     def lock_everything(self) -> None:
         """Take the index's lock exclusively: no other writer runs until this commits."""
         if not self._everything:
+            self._forget_head()
             self._later.execute(_LOCK_ALL, (WRITE_LOCK,))
             self._everything = True
 
