@@ -6,9 +6,12 @@ Starts a real SeaweedFS and a real PostgreSQL (the test engines), then prints:
   PostgreSQL commits (one INSERT + COMMIT), each from ``--threads`` threads;
 - commits/s and p50/p99 latency of ``PUT …/memories/…`` with 1 server and with 2
   servers (writers split across them), each writer on an agent of its own, and the
-  servers' CPU per commit (user+system of their process groups);
+  CPU per commit of the servers (user+system of their process groups), PostgreSQL,
+  SeaweedFS and this client (``--app-key``: the writers use an application key, as
+  agents do, rather than the admin key);
 - the 200-item list page in PostgreSQL at 1k memories and at each ``--large`` size
-  (``--list-only``: that alone), measured interleaved, with the page query's plan;
+  (``--list-only``: that alone; ``--clone``: the big lists filled by SQL copies of one
+  memory's row, for 1M), measured interleaved, with the page query's plan;
 - ratios against the floors and between the cases, measured side by side here.
 
 Absolute numbers depend on the machine and its load; read the ratios. On a 2-core
@@ -17,7 +20,7 @@ scaling (they share the same two cores): compare the CPU per commit and the roun
 trips instead.
 
     .venv/bin/python scripts/bench_cluster.py [--seconds 8] [--threads 4] [--large 20000]
-        [--list-only]
+        [--app-key] [--list-only] [--clone]
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from engine_postgres import dispose, start_postgres  # noqa: E402
+from engine_postgres import PostgresServer, dispose, start_postgres  # noqa: E402
 from engine_seaweedfs import SeaweedFS  # noqa: E402
 from memfs.canonical.backend import MemoryBackend  # noqa: E402
 from memfs.core.planner import Put  # noqa: E402
@@ -92,12 +95,57 @@ def group_cpu(servers: list[RealServer]) -> float:
     return total / TICKS
 
 
-def floors(engine: SeaweedFS, pg_url: str, threads: int, seconds: float) -> dict[str, float]:
+def tree_cpu(root: int) -> float:
+    """User+system seconds of ``root`` and every process below it (PostgreSQL's
+    backends, SeaweedFS's children), from /proc."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    own = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks = sum(int(x) for x in fields[11:15])
+        if int(entry.name) == root:
+            own = ticks
+        children.setdefault(int(fields[1]), []).append((int(entry.name), ticks))
+    total, todo = own, [root]
+    while todo:
+        for pid, ticks in children.get(todo.pop(), []):
+            total += ticks
+            todo.append(pid)
+    return total / TICKS
+
+
+class Engines:
+    """CPU seconds of the engines' process trees and of this (client) process."""
+
+    def __init__(self, engine: SeaweedFS, pg: PostgresServer) -> None:
+        assert engine.process is not None
+        self.pids = {"seaweedfs": engine.process.pid, "postgresql": pg.process.pid}
+
+    def sample(self) -> dict[str, float]:
+        out = {name: tree_cpu(pid) for name, pid in self.pids.items()}
+        out["client"] = time.process_time()
+        return out
+
+    @staticmethod
+    def per_op(before: dict[str, float], after: dict[str, float], ops: int) -> dict[str, float]:
+        return {k: (after[k] - before[k]) / max(ops, 1) * 1000 for k in before}
+
+
+def floors(
+    engine: SeaweedFS, pg_url: str, threads: int, seconds: float, engines: Engines
+) -> dict[str, float]:
     backend = engine.backend("floor")
     run = uuid.uuid4().hex[:6]
-    put_rate, _ = timed(
+    began = engines.sample()
+    put_rate, lat = timed(
         threads, seconds, lambda t, n: backend.put_if_absent(f"{run}/{t}/{n}", b"x" * 600)
     )
+    put_cpu = Engines.per_op(began, engines.sample(), len(lat))
     conns = [psycopg.connect(pg_url) for _ in range(threads)]
     with conns[0] as c:
         c.execute("CREATE TABLE IF NOT EXISTS floor (id bigserial primary key, v text)")
@@ -111,18 +159,47 @@ def floors(engine: SeaweedFS, pg_url: str, threads: int, seconds: float) -> dict
     pg_rate, _ = timed(threads, seconds, commit)
     for c in conns:
         c.close()
-    return {"put": put_rate, "pg": pg_rate}
+    return {"put": put_rate, "pg": pg_rate, **{f"put_{k}": v for k, v in put_cpu.items()}}
 
 
-def cluster_writes(servers: list[RealServer], threads: int, seconds: float) -> dict[str, float]:
-    clients = [
+def app_key(server: RealServer) -> str:
+    """A fresh application key (memories:write on bench/*), made through ``server``."""
+    key_id = f"bench{uuid.uuid4().hex[:8]}"
+    with httpx.Client(base_url=server.url, headers=headers(), timeout=60) as admin:
+        made = admin.put(
+            f"/v1/tenant/keys/{key_id}",
+            json={"scopes": ["memories:read", "memories:write", "agents:bench"]},
+        )
+        made.raise_for_status()
+        return str(made.json()["secret"])
+
+
+def cluster_writes(
+    servers: list[RealServer],
+    threads: int,
+    seconds: float,
+    engines: Engines,
+    key: str | None = None,
+) -> dict[str, float]:
+    """Commits from ``threads`` writers on agents of their own, over HTTP; with ``key``
+    (an application key) instead of the admin key for the writes."""
+    admins = [
         httpx.Client(base_url=servers[t % len(servers)].url, headers=headers(), timeout=60)
+        for t in range(threads)
+    ]
+    clients = [
+        httpx.Client(
+            base_url=servers[t % len(servers)].url,
+            headers=headers(key) if key is not None else headers(),
+            timeout=60,
+        )
         for t in range(threads)
     ]
     tag = uuid.uuid4().hex[:6]
     agents = [f"bench/{tag}-{t}" for t in range(threads)]
-    for client, agent in zip(clients, agents, strict=True):
-        client.put(f"/v1/agents/{quote(agent, safe='')}", json={"name": "b"}).raise_for_status()
+    for admin, agent in zip(admins, agents, strict=True):
+        admin.put(f"/v1/agents/{quote(agent, safe='')}", json={"name": "b"}).raise_for_status()
+        admin.close()
 
     def one(t: int, n: int) -> None:
         url = f"/v1/agents/{quote(agents[t], safe='')}/memories/m/{n}.md"
@@ -133,7 +210,9 @@ def cluster_writes(servers: list[RealServer], threads: int, seconds: float) -> d
         response.raise_for_status()
 
     cpu = group_cpu(servers)
+    began = engines.sample()
     rate, lat = timed(threads, seconds, one)
+    others = Engines.per_op(began, engines.sample(), len(lat))
     cpu = group_cpu(servers) - cpu
     for c in clients:
         c.close()
@@ -142,10 +221,29 @@ def cluster_writes(servers: list[RealServer], threads: int, seconds: float) -> d
         "p50": pct(lat, 0.5),
         "p99": pct(lat, 0.99),
         "cpu_ms": cpu / len(lat) * 1000,
+        **{f"{k}_ms": v for k, v in others.items()},
     }
 
 
-def list_pages(pg_url: str, sizes: list[int], tmp: Path, rounds: int = 10) -> dict[int, float]:
+def clone_rows(pg_url: str, agent: str, size: int) -> None:
+    """Fill ``agent`` (holding one memory the store wrote, ``/memories/f/00000000.md``)
+    to ``size`` memories with copies of that row under the listing's paths, by SQL: a
+    million in under a minute, where commits take over an hour on a small machine. The
+    page reads the memories rows only; no ANALYZE is run."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO memories SELECT m.agent_id,"
+            " '/memories/f/' || lpad(g::text, 8, '0') || '.md', m.version, m.sha256, m.bytes,"
+            " m.description, m.metadata, m.created_at, m.updated_at, m.listing"
+            " FROM memories m, generate_series(1, %s) g WHERE m.agent_id=%s",
+            (size - 1, agent),
+        )
+        conn.execute("UPDATE agents SET memory_count=%s WHERE agent_id=%s", (size, agent))
+
+
+def list_pages(
+    pg_url: str, sizes: list[int], tmp: Path, rounds: int = 10, clone: bool = False
+) -> dict[int, float]:
     """The median time of a 200-item page (keyset, mid-listing) at each size (1k first):
     every agent is loaded first, then the sizes are measured in interleaved rounds, so
     the machine's load (and autovacuum's passes over the fresh rows) weighs on each
@@ -157,6 +255,10 @@ def list_pages(pg_url: str, sizes: list[int], tmp: Path, rounds: int = 10) -> di
         for size in sizes:
             agent = f"list/a{size}"
             store.create_agent(agent)
+            if clone and size > 1000:
+                store.apply(agent, [Put("/memories/f/00000000.md", b"# m 0\n")], actor="bench")
+                clone_rows(pg_url, agent, size)
+                continue
             for start in range(0, size, 2000):
                 ops = [
                     Put(f"/memories/f/{i:08d}.md", b"# m %d\n" % i)
@@ -213,6 +315,17 @@ def main() -> int:
         help="memories in the big lists, comma-separated (for example 10000,100000)",
     )
     parser.add_argument(
+        "--app-key",
+        action="store_true",
+        help="write with an application key (a key lookup per request) instead of the admin key",
+    )
+    parser.add_argument(
+        "--clone",
+        action="store_true",
+        help="fill the big lists by copying one memory's row with SQL instead of through"
+        " commits (1M in under a minute)",
+    )
+    parser.add_argument(
         "--list-only",
         action="store_true",
         help="only the list pages (skip the commit measurements)",
@@ -223,7 +336,7 @@ def main() -> int:
     pg = start_postgres()
     try:
         if args.list_only:
-            pages = list_pages(pg.new_database(), [1000, *larges], tmp)
+            pages = list_pages(pg.new_database(), [1000, *larges], tmp, clone=args.clone)
             for large in larges:
                 print(
                     f"list page (200 items): 1k {pages[1000]:.2f} ms, {large} {pages[large]:.2f} ms,"
@@ -231,9 +344,18 @@ def main() -> int:
                 )
             return 0
         with SeaweedFS() as engine:
-            print(f"cores: {os.cpu_count()}  threads: {args.threads}  seconds: {args.seconds}")
-            f = floors(engine, pg.new_database(), args.threads, args.seconds)
-            print(f"floor: raw conditional PUT on SeaweedFS  {f['put']:8.1f} /s")
+            print(
+                f"cores: {os.cpu_count()}  threads: {args.threads}  seconds: {args.seconds}"
+                f"  key: {'application' if args.app_key else 'admin'}"
+                f"  load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+            )
+            engines = Engines(engine, pg)
+            f = floors(engine, pg.new_database(), args.threads, args.seconds, engines)
+            print(
+                f"floor: raw conditional PUT on SeaweedFS  {f['put']:8.1f} /s"
+                f"  CPU per PUT: SeaweedFS {f['put_seaweedfs']:.2f} ms,"
+                f" client {f['put_client']:.2f} ms"
+            )
             print(f"floor: raw PostgreSQL commit            {f['pg']:8.1f} /s")
             results = {}
             for count in (1, 2):
@@ -247,7 +369,10 @@ def main() -> int:
                 for srv in servers:
                     srv.start()
                 try:
-                    results[count] = r = cluster_writes(servers, args.threads, args.seconds)
+                    key = app_key(servers[0]) if args.app_key else None
+                    results[count] = r = cluster_writes(
+                        servers, args.threads, args.seconds, engines, key
+                    )
                 finally:
                     for srv in servers:
                         srv.stop()
@@ -255,7 +380,12 @@ def main() -> int:
                     f"{count} server(s): {r['rate']:7.1f} commits/s  p50 {r['p50']:6.1f} ms"
                     f"  p99 {r['p99']:6.1f} ms  server CPU {r['cpu_ms']:5.1f} ms/commit"
                 )
-            pages = list_pages(pg.new_database(), [1000, *larges], tmp)
+                print(
+                    f"            CPU per commit elsewhere: PostgreSQL {r['postgresql_ms']:.2f} ms,"
+                    f" SeaweedFS {r['seaweedfs_ms']:.2f} ms, client {r['client_ms']:.2f} ms"
+                )
+            print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+            pages = list_pages(pg.new_database(), [1000, *larges], tmp, clone=args.clone)
             for size, ms in pages.items():
                 print(f"list page (200 items) at {size:>8} memories: {ms:6.2f} ms")
             print("ratios:")

@@ -12,11 +12,13 @@ import hmac
 import json
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.canonical import durable
 from memfs.canonical.backend import Backend, MissingObject
+from memfs.canonical.s3 import S3Backend
 from memfs.core.store import Store
 from memfs.domain import paths
 from memfs.domain.commits import format_ts, now_us
@@ -65,14 +67,28 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+# How long a server may keep answering from a key record it read from S3, before it
+# reads it again: a key revoked through one server is refused by every server within
+# this (the cluster's rule is 5 s), and a request with a known key costs no GET.
+CLUSTER_KEY_SECONDS = 2.0
+
+
 class KeyRing:
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, *, cache_seconds: float = 0.0) -> None:
         self.backend = backend
+        # key id -> (when it was read, its record): found records only, so a key made
+        # through another server is known at once; 0 s (the data folder) reads each time.
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[float, dict[str, object]]] = {}
 
     @classmethod
     def of(cls, store: Store) -> KeyRing:
-        """The key store of ``store``'s data: how an edge reaches it (never the backend)."""
-        return cls(store.backend)
+        """The key store of ``store``'s data: how an edge reaches it (never the backend).
+        On S3 a key lookup is a network round trip per request, so records are kept
+        for ``CLUSTER_KEY_SECONDS``; in the data folder it is a file read, kept never
+        (a key revoked by ``memfs keys revoke`` is refused at the server's next request)."""
+        shared = isinstance(store.backend, S3Backend)
+        return cls(store.backend, cache_seconds=CLUSTER_KEY_SECONDS if shared else 0.0)
 
     def create(
         self, key_id: str, scopes: object, description: object, *, actor: str | None = None
@@ -90,6 +106,7 @@ class KeyRing:
             record["actor"] = actor
         if not self.backend.put_if_absent(_PREFIX + key_id + ".json", json.dumps(record).encode()):
             raise Conflict(f"key {key_id!r} exists; revoke it first to reuse the id", field="keyId")
+        self._cache.pop(key_id, None)
         return key, secret
 
     def get(self, key_id: str) -> ApiKey:
@@ -130,6 +147,22 @@ class KeyRing:
     def revoke(self, key_id: str) -> None:
         self.get(key_id)
         self.backend.delete(_PREFIX + key_id + ".json")
+        self._cache.pop(key_id, None)
+
+    def _known(self, key_id: str, *, fresh: bool = False) -> dict[str, object] | None:
+        """The key's record, from the cache while it is fresh (``fresh``: read it)."""
+        if self.cache_seconds <= 0:
+            return self._record(key_id)
+        now = time.monotonic()
+        cached = self._cache.get(key_id)
+        if not fresh and cached is not None and now - cached[0] < self.cache_seconds:
+            return cached[1]
+        record = self._record(key_id)
+        if record is None:
+            self._cache.pop(key_id, None)
+        else:
+            self._cache[key_id] = (now, record)
+        return record
 
     def authenticate(self, secret: str) -> ApiKey | None:
         """The key a bearer secret belongs to, or None."""
@@ -140,8 +173,13 @@ class KeyRing:
             paths.simple_id(key_id, field="keyId")
         except InvalidRequest:
             return None
-        record = self._record(key_id)
-        if record is None or not hmac.compare_digest(str(record["secretSha256"]), _hash(secret)):
+        digest = _hash(secret)
+        record = self._known(key_id)
+        if record is not None and not hmac.compare_digest(str(record["secretSha256"]), digest):
+            # Perhaps the id was revoked and made again through another server since
+            # the record was kept: the stored record decides.
+            record = self._known(key_id, fresh=True)
+        if record is None or not hmac.compare_digest(str(record["secretSha256"]), digest):
             return None
         return _key(record)
 

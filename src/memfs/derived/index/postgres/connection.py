@@ -18,8 +18,9 @@ queries, as SQLite's deferred transaction gives.
 
 PostgreSQL unreachable (refused, reset, timed out, restarting) is ``Unavailable``:
 503 and retryable at the edges. A pooled connection found dead when a session starts
-is dropped with the other idle ones and a new one made (``pool.py``), so service
-resumes by itself, on the first request, once the database is back.
+is dropped with the other idle ones and a new one made (``pool.py``: an idle
+connection the server closed or reset has something to read, checked without a round
+trip), so service resumes by itself, on the first request, once the database is back.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 _BEGIN_MIGRATE = f"{_BEGIN_WRITE}; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 Conn = Connection[tuple[Any, ...]]
+_IDLE = psycopg.pq.TransactionStatus.IDLE
 _S = TypeVar("_S", bound=PgRead)
 CONNECT_TIMEOUT = 10
 # How long a session waits for a pooled connection before answering 503.
@@ -124,18 +126,19 @@ class PostgresIndex:
                 raise
 
     @contextmanager
-    def _session(self, begin: str, session: Callable[[Conn], _S]) -> Iterator[_S]:
-        """``session`` over a pooled connection inside a transaction opened by ``begin``;
-        committed (``finish``) when the block ends, rolled back on any error; driver
-        outages become Unavailable."""
+    def _session(self, begin: str, session: Callable[[Conn, str], _S]) -> Iterator[_S]:
+        """``session`` over a pooled connection inside a transaction opened by ``begin``
+        (sent with the session's first statement, one round trip fewer); committed
+        (``finish``) when the block ends, rolled back on any error; driver outages
+        become Unavailable."""
         try:
-            conn = self._start(begin)
+            conn = self._pool.getconn()
             try:
-                opened = session(conn)
+                opened = session(conn, begin)
                 yield opened
                 opened.finish()
             except BaseException:
-                if not conn.closed:
+                if not conn.closed and conn.info.transaction_status != _IDLE:
                     with contextlib.suppress(psycopg.Error):
                         conn.execute("ROLLBACK")
                 raise
@@ -145,25 +148,6 @@ class PostgresIndex:
             raise IndexUnreachable(
                 f"the PostgreSQL index is unavailable ({_reason(exc)}); retry shortly"
             ) from None
-
-    def _start(self, begin: str) -> Connection[tuple[Any, ...]]:
-        """A pooled connection with ``begin`` run on it. A connection found dead (the
-        database restarted or went away while it sat idle) is dropped with every other
-        idle one, and a new connection is made: its failure is the answer."""
-        conn = self._pool.getconn()
-        try:
-            conn.execute(begin)
-            return conn
-        except psycopg.OperationalError:
-            self._pool.putconn(conn)
-            self._pool.drop_idle()
-        conn = self._pool.getconn()  # a fresh connection: nothing idle is left
-        try:
-            conn.execute(begin)
-        except BaseException:
-            self._pool.putconn(conn)
-            raise
-        return conn
 
     @contextmanager
     def read_session(self) -> Iterator[PgRead]:

@@ -12,6 +12,7 @@ that waits (up to ``wait`` seconds) for one to be returned.
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from typing import Any
 
@@ -19,6 +20,16 @@ import psycopg
 from psycopg import Connection
 
 Conn = Connection[tuple[Any, ...]]
+
+
+def _dropped(conn: Conn) -> bool:
+    """Whether an idle connection's socket is readable (end of file, a reset, the
+    server's goodbye), without waiting: no round trip."""
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable) or conn.closed or conn.broken
 
 
 class PoolExhausted(psycopg.OperationalError):
@@ -50,7 +61,10 @@ class Pool:
         )
 
     def getconn(self) -> Conn:
-        """An idle connection (newest first), else a new one; raises OperationalError."""
+        """An idle connection (newest first), else a new one; raises OperationalError.
+        An idle connection with something to read was closed or reset by the server
+        (a restart, an outage, an idle timeout: an idle session is sent nothing else):
+        it is dropped with every other idle one, opened before the same event."""
         if not self._slots.acquire(timeout=self.wait):
             raise PoolExhausted(f"no free index connection within {self.wait:.0f}s")
         try:
@@ -58,6 +72,11 @@ class Pool:
                 if self._closed:
                     raise psycopg.OperationalError("the index is closed")
                 conn = self._idle.pop() if self._idle else None
+            if conn is not None and _dropped(conn):
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+                self.drop_idle()
+                conn = None
             return conn if conn is not None else self.connect()
         except BaseException:
             self._slots.release()

@@ -57,6 +57,13 @@ _FILTER = (
     " AND EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=memories.agent_id"
     " AND m.path=memories.path AND m.key=%s AND m.value=%s)"
 )
+# An agent's row, its damage and the clock, in one statement (always one row).
+_AGENT_HEAD = (
+    "SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
+    " d.file, d.reason, m.value FROM (SELECT 1) one"
+    " LEFT JOIN agents a ON a.agent_id=%s LEFT JOIN damage d ON d.agent_id=%s"
+    " LEFT JOIN meta m ON m.key='clock'"
+)
 # Rows a depth-one walk asks for at a time: a jump over a subfolder uses only the first
 # row of a batch (a client-side cursor fetches the whole batch, unlike SQLite's lazy one).
 _JUMP_BATCH = 64
@@ -102,15 +109,35 @@ def _below(bound: str) -> tuple[str, str]:
 class PgRead:
     """A read snapshot (REPEATABLE READ) on one pooled connection."""
 
-    def __init__(self, conn: Conn) -> None:
+    def __init__(self, conn: Conn, begin: str | None = None) -> None:
         self.conn = conn
+        # The transaction's BEGIN, sent with the first statement (None once sent).
+        self._begin = begin
+        # What the last ``agent()`` read along with the agent's row, in its statement:
+        # the agent's damage and the clock (one round trip for a commit's planning,
+        # not three). A read session's snapshot keeps them true to its end; a write
+        # session forgets them at its next statement (``PgWrite._run``).
+        self._head: tuple[str, tuple[str, str] | None, int] | None = None
+
+    def _forget_head(self) -> None:
+        self._head = None
 
     def finish(self) -> None:
-        """End the transaction (the session's block ended without an error)."""
-        self.conn.execute("COMMIT")
+        """End the transaction (the session's block ended without an error); a
+        session that ran no statement never began one."""
+        if self._begin is None:
+            self.conn.execute("COMMIT")
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Row]:
-        return self.conn.execute(sql, [encode_text(p) for p in params])
+        args = [encode_text(p) for p in params]
+        if self._begin is None:
+            return self.conn.execute(sql, args)
+        # The first statement goes with BEGIN, in one pipeline: one round trip, not two.
+        begin, self._begin = self._begin, None
+        with self.conn.pipeline():
+            self.conn.execute(begin)
+            cur = self.conn.execute(sql, args)
+        return cur
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return [decode_row(r) for r in self._run(sql, params).fetchall()]
@@ -161,12 +188,11 @@ class PgRead:
     # --- agents -----------------------------------------------------------------
 
     def agent(self, agent_id: str) -> AgentRow | None:
-        row = self._one(
-            "SELECT agent_id, name, store_id, created_at, revision, last_ts FROM agents"
-            " WHERE agent_id=%s",
-            (agent_id,),
-        )
-        return AgentRow(*row) if row else None
+        row = self._one(_AGENT_HEAD, (agent_id, agent_id))
+        assert row is not None  # one row, whatever exists
+        damage = (str(row[6]), str(row[7])) if row[6] is not None else None
+        self._head = (agent_id, damage, int(row[8]) if row[8] is not None else 0)
+        return AgentRow(*row[:6]) if row[0] is not None else None
 
     def agent_heads(self) -> list[tuple[str, int]]:
         return [(str(a), int(r)) for a, r in self._all("SELECT agent_id, revision FROM agents")]
@@ -190,6 +216,8 @@ class PgRead:
         return [AgentRow(*r) for r in rows]
 
     def damage(self, agent_id: str) -> tuple[str, str] | None:
+        if self._head is not None and self._head[0] == agent_id:
+            return self._head[1]
         row = self._one("SELECT file, reason FROM damage WHERE agent_id=%s", (agent_id,))
         return (str(row[0]), str(row[1])) if row else None
 
@@ -202,6 +230,8 @@ class PgRead:
         return None if row is None else int(row[0])
 
     def clock(self) -> int:
+        if self._head is not None:
+            return self._head[2]
         row = self._one("SELECT value FROM meta WHERE key='clock'")
         return int(row[0]) if row else 0
 
@@ -301,6 +331,9 @@ class PgRead:
         if not wanted:
             return {}
         columns = ", ".join("m." + c for c in _MEMORY_COLUMNS.split(", "))
+        # The live row as a lateral lookup by the whole primary key: a plain LEFT JOIN
+        # on a table without statistics was planned as a scan of every memory of the
+        # agent, filtered by path (128 rows read for one path at 150 memories).
         rows = self._all(
             "SELECT p.path,"
             " (SELECT MAX(version) FROM versions v WHERE v.agent_id=%s AND v.path=p.path),"
@@ -308,7 +341,8 @@ class PgRead:
             " AND f.path > p.path || '/' AND f.path < p.path || %s),"
             f" {columns}"
             ' FROM (SELECT x COLLATE "C" AS path FROM unnest(%s::text[]) AS x) p'
-            " LEFT JOIN memories m ON m.agent_id=%s AND m.path=p.path",
+            f" LEFT JOIN LATERAL (SELECT {_MEMORY_COLUMNS} FROM memories"
+            " WHERE agent_id=%s AND path=p.path OFFSET 0) m ON true",
             (agent_id, agent_id, _AFTER_SLASH, wanted, agent_id),
         )
         states: dict[str, PathState] = {}

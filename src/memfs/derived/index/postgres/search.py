@@ -25,7 +25,8 @@ user text reaches tsquery as an operator.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from psycopg import Connection
 
@@ -40,6 +41,15 @@ from memfs.domain.content import body_text
 from memfs.domain.search_query import SearchQuery, Term, fold_accents, words_of
 
 Conn = Connection[Any]  # any row factory: the schema's and the sessions' connections
+
+
+class Executes(Protocol):
+    """Where a statement goes: a connection, or a write session's batch of statements
+    sent later (``PgWrite.later``)."""
+
+    def execute(self, query: str, params: Sequence[Any]) -> object: ...
+
+
 CONFIG = "memfs_search"
 # ts_rank's weights, in the order {D, C, B, A}: body 1/8, path 1/2, description 1 —
 # the 1 : 4 : 8 of SQLite's bm25() column weights (body, path, description).
@@ -121,7 +131,7 @@ def _clean(text: str) -> str:
 
 
 def index_doc(
-    conn: Conn,
+    conn: Executes,
     agent_id: str,
     path: str,
     sha256: str | None,
@@ -179,7 +189,7 @@ def _capped(words: str, limit: int) -> str:
     return head.rsplit(" ", 1)[0]
 
 
-def unindex_doc(conn: Conn, agent_id: str, path: str) -> None:
+def unindex_doc(conn: Executes, agent_id: str, path: str) -> None:
     conn.execute("DELETE FROM search_docs WHERE agent_id=%s AND path=%s", (agent_id, path))
 
 
