@@ -6,22 +6,26 @@ Run from the repository root (needs a Chromium, found as the browser tests find 
     .venv/bin/python scripts/console_screenshots.py
 
 It starts ``memfs serve`` on a temporary data folder, fills it with a small demo
-(agents, folders, a memory with versions, a diff, hostile content, a delivered run is
-not needed), signs in with the admin key and saves one PNG per page and width, plus the
+(agents, folders, a memory with versions, a diff, hostile content, a trigger with one
+signed delivery so the runs page has a run), signs in with the admin key and saves one PNG per page and width, plus the
 memory page in the dark scheme. Stopped by its pid when done.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import quote
 
 import benchkit
 from playwright.sync_api import Page, sync_playwright
+from standardwebhooks import Webhook
 
 OUT = benchkit.REPO / "docs" / "console"
 ARGS = [
@@ -35,6 +39,9 @@ ARGS = [
     "--disable-sync",
 ]
 AGENT = "users/alice/assistant"
+SCOPE = "users/alice"
+TRIGGER = "issues"
+SECRET = "whsec_" + "c2NyZWVuc2hvdHMtd2ViaG9vay1zZWNyZXQta2V5LTAx"
 WIDTHS = {"375": (375, 812), "1440": (1440, 900)}
 
 
@@ -94,6 +101,38 @@ def seed(port: int) -> None:
     put(port, AGENT, "profile.md", "---\ndescription: who Alice is\n---\n# Alice\n")
 
 
+def deliver(port: int) -> None:
+    """A trigger (the memory action: the delivery is filed as a memory) and one signed
+    delivery, so the runs page shows a run; waits until it has run (bounded)."""
+    agent = quote(AGENT, safe="")
+    headers = {**benchkit.admin_headers(), "Content-Type": "application/json"}
+    doc = {"prompt": "file the issue", "secret": SECRET}
+    status, body = benchkit.call(
+        port, "PUT", f"/v1/agents/{agent}/triggers/{TRIGGER}", json.dumps(doc).encode(), headers
+    )
+    assert status in (200, 201), body
+    payload = json.dumps({"title": "Login page is slow", "labels": ["bug"]})
+    now = dt.datetime.now(dt.UTC)
+    signed = {
+        "Content-Type": "application/json",
+        "webhook-id": "msg_screenshots_1",
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(SECRET).sign("msg_screenshots_1", now, payload),
+    }
+    path = f"/v1/agents/{agent}/triggers/{TRIGGER}:deliver"
+    status, body = benchkit.call(port, "POST", path, payload.encode(), signed)
+    assert status == 202, body
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        status, body = benchkit.call(
+            port, "GET", f"/v1/agents/{agent}/memory", b"", benchkit.admin_headers()
+        )
+        if status == 200 and not json.loads(body)["pendingRunCount"]:
+            return
+        time.sleep(0.3)
+    raise SystemExit("the demo delivery's run did not finish within 60 s")
+
+
 def shoot(page: Page, url: str, name: str) -> None:
     page.goto(url)
     page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
@@ -106,6 +145,7 @@ def main() -> None:
         server = benchkit.start_memfs(Path(root) / "data", 1, Path(root))
         try:
             seed(server.port)
+            deliver(server.port)
             base = f"http://127.0.0.1:{server.port}/console"
             agent = f"{base}/agents/{quote(AGENT, safe='')}"
             pages = {
@@ -116,6 +156,8 @@ def main() -> None:
                 "diff": f"{agent}/memories/conventions/naming.md?from=1&to=2",
                 "history": f"{agent}/history",
                 "inspect": f"{agent}/inspect",
+                "runs": f"{agent}/runs",
+                "scope": f"{base}/scopes/{quote(SCOPE, safe='')}",
             }
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(
