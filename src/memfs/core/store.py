@@ -165,6 +165,7 @@ class Store:
 
     def close(self) -> None:
         self.index.close()
+        self.commits.close()
 
     # ---- agents ----------------------------------------------------------------
 
