@@ -13,6 +13,7 @@ from memfs.derived.index import search
 from memfs.derived.index.links import LinkRow, add_links, link_rows
 from memfs.derived.index.rows import (
     COMMIT_CHANGES_SQL,
+    commit_changes,
     listing_text,
     live_delta,
     memory_row,
@@ -53,6 +54,10 @@ def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) ->
 _INSERT_COMMIT = f"INTO commits VALUES(?,?,?,?,?,?,{COMMIT_CHANGES_SQL})"
 
 
+# A live commit's row: the changes columns come from rows.commit_changes.
+_INSERT_LIVE_COMMIT = "INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,?,?,?)"
+
+
 _UNCOUNT = (
     "UPDATE agents SET (memory_count, memory_bytes)=(SELECT agents.memory_count-COUNT(*),"
     " agents.memory_bytes-COALESCE(SUM(bytes), 0) FROM memories"
@@ -71,7 +76,7 @@ def apply_commit(
     sha256 → bytes for the cache."""
     agent = commit.agent_id
     inserted = conn.execute(
-        f"INSERT OR IGNORE {_INSERT_COMMIT}",
+        _INSERT_LIVE_COMMIT,
         (
             agent,
             commit.revision,
@@ -79,15 +84,17 @@ def apply_commit(
             visible_at,
             commit.actor,
             commit.message,
-            *(entry.decode(),) * 3,
+            *commit_changes(commit),
         ),
     )
     if inserted.rowcount == 0:
         return False  # applied before
     # The agent's count and bytes: the touched paths' old rows out now, their new
     # rows in with the revision below (the same transaction as the rows themselves).
-    touched = json.dumps(sorted({c.path for c in commit.changes}), ensure_ascii=False)
-    conn.execute(_UNCOUNT, (agent, touched, agent))
+    # A commit whose every change starts from nothing (creates) has no old rows.
+    if any(c.before is not None for c in commit.changes):
+        touched = json.dumps(sorted({c.path for c in commit.changes}), ensure_ascii=False)
+        conn.execute(_UNCOUNT, (agent, touched, agent))
     for change in commit.changes:
         if change.version > 1:
             conn.execute(
