@@ -460,7 +460,10 @@ class Committer:
     ) -> None:
         """Index a log entry read back from the log, and bring the tree to it."""
         if ix.apply_commit(commit, visible_at, contents, entry):
-            publish_tree(self.tree(commit.agent_id), commit, contents, None)
+            tree = self.tree(commit.agent_id)
+            # Outside a commit's own checks: the kept folders may be long unchecked.
+            tree.recheck()
+            publish_tree(tree, commit, contents, None)
 
     def _has_entry(self, agent_id: str, revision: int) -> bool:
         return self.store.backend.exists(layout.log_key(agent_id, revision))
