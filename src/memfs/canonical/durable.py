@@ -163,32 +163,44 @@ def _is_link(name: str, dir_fd: int) -> bool:
         return False
 
 
-def open_folder(root: Path, parts: Sequence[str], *, create: bool = False) -> int:
-    """An fd of the folder ``root/parts…`` reached without following a symlink below
-    ``root`` (missing folders made with ``create``); raises SymlinkRefused, or
-    FileNotFoundError / NotADirectoryError when it is not there."""
+def open_child(parent: int, name: str, where: Sequence[str], *, create: bool = False) -> int:
+    """An fd of the folder ``name`` in the folder ``parent`` (made with ``create``),
+    never through a symlink; ``where`` (its parts below the root) names it in a
+    refusal. Raises SymlinkRefused, or FileNotFoundError / NotADirectoryError."""
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if not create:
+            raise
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, DIR_MODE, dir_fd=parent)
+            os.fsync(parent)
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, parent):
+            raise refuse_symlink("/".join(where)) from None
+        raise
+
+
+def open_root(root: Path, *, create: bool = False) -> int:
+    """An fd of ``root`` itself (the data folder may be reached through a symlink)."""
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
         if not create:
             raise
         ensure_dir(root)
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def open_folder(root: Path, parts: Sequence[str], *, create: bool = False) -> int:
+    """An fd of the folder ``root/parts…`` reached without following a symlink below
+    ``root`` (missing folders made with ``create``); raises SymlinkRefused, or
+    FileNotFoundError / NotADirectoryError when it is not there."""
+    fd = open_root(root, create=create)
     try:
         for i, name in enumerate(parts):
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, DIR_MODE, dir_fd=fd)
-                    os.fsync(fd)
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(name, fd):
-                    raise refuse_symlink("/".join(parts[: i + 1])) from None
-                raise
+            child = open_child(fd, name, parts[: i + 1], create=create)
             os.close(fd)
             fd = child
     except BaseException:

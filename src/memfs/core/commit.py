@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from memfs.canonical import durable, layout
+from memfs.canonical import layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas, fault_points
 from memfs.core.group_commit import GroupCommit
@@ -53,7 +53,6 @@ from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived.index import AgentRow, MemoryRow
 from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
 from memfs.derived.worktree import NoTree, WorkTree
-from memfs.domain import paths
 from memfs.domain.commits import Commit, now_us
 from memfs.domain.records import PathState
 from memfs.errors import Conflict, CorruptionError, Damaged, MemfsError, NotFound
@@ -65,6 +64,8 @@ RACE_RETRIES = 50
 # How long an asOf pin waits for this process's commits in flight (a disk that hangs
 # must not hang inspect: past it, such a commit is stamped after the pin instead).
 SETTLE_S = 10.0
+# Working trees kept open (``Committer.tree``): each holds up to folders.LIMIT fds.
+TREES_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,8 @@ class Committer:
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
         self._in_flight: dict[int, int] = {}
         self._settled = threading.Condition()
+        self._trees: dict[str, WorkTree] = {}
+        self._trees_lock = threading.Lock()
 
     def settle(self, as_of: int, timeout: float = SETTLE_S) -> None:
         """Wait until no commit of this process stamped at or before ``as_of`` is still
@@ -457,7 +460,10 @@ class Committer:
     ) -> None:
         """Index a log entry read back from the log, and bring the tree to it."""
         if ix.apply_commit(commit, visible_at, contents, entry):
-            publish_tree(self.tree(commit.agent_id), commit, contents, None)
+            tree = self.tree(commit.agent_id)
+            # Outside a commit's own checks: the kept folders may be long unchecked.
+            tree.recheck()
+            publish_tree(tree, commit, contents, None)
 
     def _has_entry(self, agent_id: str, revision: int) -> bool:
         return self.store.backend.exists(layout.log_key(agent_id, revision))
@@ -486,14 +492,31 @@ class Committer:
     def refuse_symlinks(self, agent_id: str, ops: Sequence[Op]) -> None:
         """A symlink on the way to a path a commit touches (or as the agent's folder or
         its .memfs) is refused before anything is written: memfs never follows one."""
-        durable.check_no_symlink(
-            self.store.data_dir, ["agents", paths.agent_dir_name(agent_id), ".memfs"]
-        )
         tree = self.tree(agent_id)
+        tree.recheck()  # the folders kept open since the last commit, checked again
+        tree.check_beside(".memfs")
         for op in ops:
             for path in (op.src, op.dst) if isinstance(op, Move) else (op.path,):
                 tree.check(path)
 
     def tree(self, agent_id: str) -> WorkTree:
-        root = layout.worktree_root(self.store.data_dir, agent_id)
-        return (WorkTree if self.store.worktree else NoTree)(root)
+        """The agent's working tree, kept (with its open folders) for the next commit:
+        reopening every folder of the way was most of a commit's system calls."""
+        if not self.store.worktree:
+            return NoTree(layout.worktree_root(self.store.data_dir, agent_id))
+        with self._trees_lock:
+            tree = self._trees.pop(agent_id, None)
+            if tree is None:
+                tree = WorkTree(layout.worktree_root(self.store.data_dir, agent_id))
+                if len(self._trees) >= TREES_KEPT:
+                    # The least recently used one (a dict keeps insertion order).
+                    self._trees.pop(next(iter(self._trees))).close()
+            self._trees[agent_id] = tree
+            return tree
+
+    def close(self) -> None:
+        """Close the kept trees' folders (``Store.close``)."""
+        with self._trees_lock:
+            trees, self._trees = list(self._trees.values()), {}
+        for tree in trees:
+            tree.close()

@@ -169,6 +169,7 @@ class Store:
 
     def close(self) -> None:
         self.index.close()
+        self.commits.close()
 
     # ---- agents ----------------------------------------------------------------
 

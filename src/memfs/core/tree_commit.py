@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from pathlib import Path
 from types import TracebackType
 
-from memfs.derived.worktree import WorkTree
+from memfs.derived.worktree import Staged, WorkTree
 from memfs.domain.commits import Commit
 from memfs.errors import SymlinkRefused
 
@@ -22,7 +21,7 @@ log = logging.getLogger("memfs.store")
 
 
 def publish(
-    tree: WorkTree, commit: Commit, contents: dict[str, bytes], staged: dict[str, Path] | None
+    tree: WorkTree, commit: Commit, contents: dict[str, bytes], staged: dict[str, Staged] | None
 ) -> None:
     """Bring the tree to ``commit`` (``staged``: temp files made for it beforehand)."""
     for change in commit.changes:
@@ -42,11 +41,11 @@ class TreeCommit:
 
     def __init__(self, tree: WorkTree, commit: Commit, contents: dict[str, bytes]) -> None:
         self.tree, self.commit, self.contents = tree, commit, contents
-        self.staged: dict[str, Path] = {}
+        self.staged: dict[str, Staged] = {}
 
     def stage(self) -> None:
         """Temp files holding the tree files the commit writes, made while it is decided."""
-        staged: dict[str, Path] = {}
+        staged: dict[str, Staged] = {}
         for change in self.commit.changes:
             data = self.contents.get(change.after) if change.after else None
             if data is not None:

@@ -5,10 +5,12 @@
 there; a file edited by hand is moved aside to ``<name>.conflict-r<revision>`` rather
 than overwritten, so no hand edit is ever lost (``memfs status`` lists it).
 
-Every write, rename and delete walks from the data folder one component at a time
-with ``O_NOFOLLOW`` (``durable.open_folder``): a symlink planted in the tree (or as
-the agent's folder) is refused or replaced itself, never followed out of the data
-folder.
+Every write, rename and delete reaches its folder from the data folder one component
+at a time with ``O_NOFOLLOW`` (``derived.folders``: the folders stay open between
+commits, each checked again by inode at every use): a symlink planted in the tree (or
+as the agent's folder) is refused or replaced itself, never followed out of the data
+folder. One lock per tree: the commit path, its group commit's flush and fsck may
+use one tree from several threads.
 """
 
 from __future__ import annotations
@@ -18,14 +20,24 @@ import errno
 import hashlib
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from memfs.canonical import durable
+from memfs.derived.folders import Folders
 from memfs.domain.paths import ROOT, is_git_segment
 from memfs.errors import SymlinkRefused
 
 _LINK = "symlink"  # what sha256() answers for a symlink: never equal to a sha256
+
+
+class Staged(NamedTuple):
+    """A temp file made by ``WorkTree.stage``: its folder (below ``memories``), its name."""
+
+    folder: tuple[str, ...]
+    name: str
 
 
 class WorkTree:
@@ -34,6 +46,19 @@ class WorkTree:
         self._base = root.parent.parent.parent  # the data folder
         # agents, <dir>, memories (root.relative_to(base).parts, at a third of the cost)
         self._prefix = root.parts[-3:]
+        self._folders = Folders(self._base)
+        self._lock = threading.RLock()
+
+    def recheck(self) -> None:
+        """Check the kept folders again at their next use (``derived.folders``): each
+        commit calls it before its symlink checks."""
+        with self._lock:
+            self._folders.expire()
+
+    def close(self) -> None:
+        """Close the folders kept open (the tree stays usable: it opens them again)."""
+        with self._lock:
+            self._folders.close()
 
     def file(self, path: str) -> Path:
         # One string for pathlib to parse (paths are checked: '/'-separated, no '.'/'..').
@@ -44,33 +69,44 @@ class WorkTree:
         return path[len(ROOT) + 1 :].split("/")
 
     def _folder(self, segments: list[str] | tuple[str, ...], *, create: bool = False) -> int:
-        return durable.open_folder(self._base, [*self._prefix, *segments], create=create)
+        """A borrowed fd (kept open by ``_folders``: never closed here), lock held."""
+        return self._folders.folder((*self._prefix, *segments), create=create)
 
     def check(self, path: str) -> None:
         """Refuse (SymlinkRefused) if a symlink stands anywhere on the way to ``path``."""
-        durable.check_no_symlink(self._base, [*self._prefix, *self._parts(path)])
+        parts = self._parts(path)
+        with self._lock:
+            try:
+                folder = self._folder(parts[:-1])
+            except (FileNotFoundError, NotADirectoryError):
+                return  # nothing further to follow
+            if _kind(folder, parts[-1]) == stat.S_IFLNK:
+                raise durable.refuse_symlink("/".join([*self._prefix, *parts]))
 
     def check_root(self) -> None:
         """Refuse if the agent's folder or its ``memories`` folder is a symlink."""
-        durable.check_no_symlink(self._base, list(self._prefix))
+        with self._lock, contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            self._folder(())
+
+    def check_beside(self, name: str) -> None:
+        """Refuse if ``name`` in the agent's folder (``.memfs``) is a symlink."""
+        with self._lock:
+            try:
+                folder = self._folders.folder(self._prefix[:2])
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            if _kind(folder, name) == stat.S_IFLNK:
+                raise durable.refuse_symlink("/".join([*self._prefix[:2], name]))
 
     def _open(self, path: str) -> int | str | None:
         """An fd of the regular file at ``path``, _LINK for a symlink, None otherwise."""
         parts = self._parts(path)
-        try:
-            folder = self._folder(parts[:-1])
-        except (FileNotFoundError, NotADirectoryError, SymlinkRefused):
-            return None
-        try:
-            fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
-        except OSError as exc:
-            return _LINK if exc.errno == errno.ELOOP else None
-        finally:
-            os.close(folder)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            return None
-        return fd
+        with self._lock:
+            try:
+                folder = self._folder(parts[:-1])
+            except (FileNotFoundError, NotADirectoryError, SymlinkRefused):
+                return None
+            return _open_file(folder, parts[-1])
 
     def read(self, path: str) -> bytes | None:
         """The bytes of the regular file at ``path``, never read through a symlink."""
@@ -83,39 +119,30 @@ class WorkTree:
     def sha256(self, path: str) -> str | None:
         """sha256 of the file now at ``path``; None if there is no regular file (a
         symlink there answers a marker that matches no sha256)."""
-        fd = self._open(path)
-        if not isinstance(fd, int):
-            return fd
-        with os.fdopen(fd, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()
+        return _sha256(self._open(path))
 
-    def stage(self, path: str, data: bytes) -> Path | None:
+    def stage(self, path: str, data: bytes) -> Staged | None:
         """A temp file holding ``data`` beside the file of ``path``, for ``update`` to
         publish (or ``discard``). Making it (a new inode) is the slow part of an
         update, and nobody sees it until it is published; None if it can't be made."""
         parts = self._parts(path)
-        try:
-            folder = self._folder(parts[:-1], create=True)
-        except (OSError, SymlinkRefused):
-            return None  # update() writes the file itself, or reports why it can't
-        try:
-            name = durable.write_temp_at(folder, data, sync=False)
-        except OSError:
-            return None
-        finally:
-            os.close(folder)
-        return Path(f"{self.root}/{'/'.join([*parts[:-1], name])}")
-
-    def discard(self, staged: Path) -> None:
-        """Remove a staged temp file that will not be published."""
-        rel = staged.relative_to(self.root).parts
-        with contextlib.suppress(OSError, SymlinkRefused):
-            folder = self._folder(rel[:-1])
+        with self._lock:
             try:
-                os.unlink(rel[-1], dir_fd=folder)
-            finally:
-                os.close(folder)
-        self._prune(list(rel[:-1]))
+                folder = self._folder(parts[:-1], create=True)
+            except (OSError, SymlinkRefused):
+                return None  # update() writes the file itself, or reports why it can't
+            try:
+                name = durable.write_temp_at(folder, data, sync=False)
+            except OSError:
+                return None
+        return Staged(tuple(parts[:-1]), name)
+
+    def discard(self, staged: Staged) -> None:
+        """Remove a staged temp file that will not be published."""
+        with self._lock:
+            with contextlib.suppress(OSError, SymlinkRefused):
+                os.unlink(staged.name, dir_fd=self._folder(staged.folder))
+            self._prune(list(staged.folder))
 
     def update(
         self,
@@ -124,61 +151,54 @@ class WorkTree:
         after: str | None,
         data: bytes | None,
         revision: int,
-        staged: Path | None = None,
+        staged: Staged | None = None,
     ) -> None:
         """Move the file at ``path`` from version ``before`` to ``after`` (None: absent),
         publishing ``staged`` (from ``stage``) if given, else writing ``data``."""
-        try:
-            if any(is_git_segment(s) for s in self._parts(path)):
-                # An old history may hold one (memfs refuses them now): never put a
-                # .git folder where an operator's git would run what it holds.
-                return
-            current = self.sha256(path)
-            if current == after:
-                return  # already there (a replayed commit)
-            parts = self._parts(path)
+        parts = self._parts(path)
+        with self._lock:
             try:
-                folder = self._folder(parts[:-1], create=after is not None)
-            except (FileNotFoundError, NotADirectoryError):
-                if after is None:
-                    return  # nothing to delete
-                raise
-            name = parts[-1]
-            try:
+                if any(is_git_segment(s) for s in parts):
+                    # An old history may hold one (memfs refuses them now): never put a
+                    # .git folder where an operator's git would run what it holds.
+                    return
+                try:
+                    folder = self._folder(parts[:-1], create=after is not None)
+                except (FileNotFoundError, NotADirectoryError):
+                    if after is None:
+                        return  # nothing to delete
+                    raise
+                name = parts[-1]
+                current = _sha256(_open_file(folder, name))
+                if current == after:
+                    return  # already there (a replayed commit)
                 if current is not None and current != before:
                     self._set_aside(folder, name, revision)
                 if after is None:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(name, dir_fd=folder)
-                    os.close(folder)
-                    folder = -1
                     self._prune(parts[:-1])
                     return
                 assert data is not None
                 if _kind(folder, name) == stat.S_IFDIR:
                     self._set_aside(folder, name, revision)
-                if staged is not None and staged.parent == self.file(path).parent:
+                if staged is not None and staged.folder == tuple(parts[:-1]):
                     os.replace(staged.name, name, src_dir_fd=folder, dst_dir_fd=folder)
                     staged = None
                 else:
                     tmp = durable.write_temp_at(folder, data, sync=False)
                     os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
             finally:
-                if folder >= 0:
-                    os.close(folder)
-        finally:
-            if staged is not None:
-                self.discard(staged)
+                if staged is not None:
+                    self.discard(staged)
 
     def restore(self, path: str, data: bytes) -> None:
         """Set the file at ``path`` to ``data`` (fsck --repair), never through a symlink."""
         parts = self._parts(path)
-        folder = self._folder(parts[:-1], create=True)
-        try:
+        with self._lock:
+            folder = self._folder(parts[:-1], create=True)
             tmp = durable.write_temp_at(folder, data, sync=False)
             os.replace(tmp, parts[-1], src_dir_fd=folder, dst_dir_fd=folder)
-        finally:
-            os.close(folder)
 
     def _set_aside(self, folder: int, name: str, revision: int) -> None:
         aside = f"{name}.conflict-r{revision}"
@@ -200,8 +220,7 @@ class WorkTree:
                 os.rmdir(segments[-1], dir_fd=parent)
             except OSError:
                 return
-            finally:
-                os.close(parent)
+            self._folders.forget((*self._prefix, *segments))
             segments = segments[:-1]
 
     def symlinks(self) -> list[str]:
@@ -244,6 +263,26 @@ def _kind(folder: int, name: str) -> int | None:
         return None
 
 
+def _open_file(folder: int, name: str) -> int | str | None:
+    """An fd of the regular file ``name`` in ``folder``, _LINK for a symlink, else None."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as exc:
+        return _LINK if exc.errno == errno.ELOOP else None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _sha256(fd: int | str | None) -> str | None:
+    """sha256 of the file open at ``fd`` (closed), or ``fd`` itself if it is no fd."""
+    if not isinstance(fd, int):
+        return fd
+    with os.fdopen(fd, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
 class NoTree(WorkTree):
     """The working tree switched off (objects on S3: several servers share them, and
     a tree on one server's disk would lag the others' commits). Writes do nothing;
@@ -255,16 +294,23 @@ class NoTree(WorkTree):
     def check_root(self) -> None:
         return None
 
+    def recheck(self) -> None:
+        return None
+
+    def check_beside(self, name: str) -> None:
+        # No tree, but the agent's folder (its .memfs) is still on this disk.
+        durable.check_no_symlink(self._base, [*self._prefix[:2], name])
+
     def read(self, path: str) -> bytes | None:
         return None
 
     def sha256(self, path: str) -> str | None:
         return None
 
-    def stage(self, path: str, data: bytes) -> Path | None:
+    def stage(self, path: str, data: bytes) -> Staged | None:
         return None
 
-    def discard(self, staged: Path) -> None:
+    def discard(self, staged: Staged) -> None:
         return None
 
     def update(
@@ -274,7 +320,7 @@ class NoTree(WorkTree):
         after: str | None,
         data: bytes | None,
         revision: int,
-        staged: Path | None = None,
+        staged: Staged | None = None,
     ) -> None:
         return None
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from memfs.derived.index import search
 from memfs.derived.index.links import add_links, link_rows
 from memfs.derived.index.rows import (
-    COMMIT_CHANGES_SQL,
+    commit_changes,
     live_delta,
     memory_row,
     metadata_json,
@@ -42,10 +42,8 @@ def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) ->
             conn.execute(f"DELETE FROM {table} WHERE agent_id=?", (agent_id,))
 
 
-# A commit row: its fields, then its change count, first changes and log summary (its
-# changes without their inline contents), written by SQLite from the entry's text (the
-# same bytes the live commit and reindex store).
-_INSERT_COMMIT = f"INTO commits VALUES(?,?,?,?,?,?,{COMMIT_CHANGES_SQL})"
+# A live commit's row: the changes columns come from rows.commit_changes.
+_INSERT_LIVE_COMMIT = "INSERT OR IGNORE INTO commits VALUES(?,?,?,?,?,?,?,?,?)"
 
 
 _UNCOUNT = (
@@ -66,7 +64,7 @@ def apply_commit(
     sha256 → bytes for the cache."""
     agent = commit.agent_id
     inserted = conn.execute(
-        f"INSERT OR IGNORE {_INSERT_COMMIT}",
+        _INSERT_LIVE_COMMIT,
         (
             agent,
             commit.revision,
@@ -74,22 +72,33 @@ def apply_commit(
             visible_at,
             commit.actor,
             commit.message,
-            *(entry.decode(),) * 3,
+            *commit_changes(commit),
         ),
     )
     if inserted.rowcount == 0:
         return False  # applied before
     # The agent's count and bytes: the touched paths' old rows out now, their new
     # rows in with the revision below (the same transaction as the rows themselves).
-    touched = json.dumps(sorted({c.path for c in commit.changes}), ensure_ascii=False)
-    conn.execute(_UNCOUNT, (agent, touched, agent))
+    # A commit whose every change starts from nothing (creates) has no old rows. One
+    # that touches each path once has, at most, the live row each change starts from
+    # (``before``): its version is the one before, whose size the statement closing
+    # that version hands back, so no statement of its own is needed.
+    paths = {c.path for c in commit.changes}
+    once = len(paths) == len(commit.changes)
+    if not once and any(c.before is not None for c in commit.changes):
+        touched = json.dumps(sorted(paths), ensure_ascii=False)
+        conn.execute(_UNCOUNT, (agent, touched, agent))
+    gone = gone_bytes = 0
     for change in commit.changes:
         if change.version > 1:
-            conn.execute(
+            closed = conn.execute(
                 "UPDATE versions SET valid_to=?, visible_to=? "
-                "WHERE agent_id=? AND path=? AND version=?",
+                "WHERE agent_id=? AND path=? AND version=? RETURNING bytes",
                 (commit.ts, visible_at, agent, change.path, change.version - 1),
-            )
+            ).fetchone()
+            if once and change.before is not None and closed is not None:
+                gone += 1
+                gone_bytes += closed[0]
         description, metadata = change.description, change.metadata
         meta_json = metadata_json(change)
         conn.execute(
@@ -134,7 +143,7 @@ def apply_commit(
         add_links(conn, link_rows(agent, change.path, change.version, visible_at, content))
     name_sql = ", name=?" if commit.agent_name is not None else ""
     count, size = live_delta(commit)
-    params: list[object] = [commit.revision, commit.ts, count, size]
+    params: list[object] = [commit.revision, commit.ts, count - gone, size - gone_bytes]
     if commit.agent_name is not None:
         params.append(commit.agent_name)
     conn.execute(
