@@ -11,14 +11,13 @@ person edited in the working tree is an uncommitted edit, reported and never tou
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import hashlib
 import json
 import logging
 import os
-import queue
 import shutil
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -26,14 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memfs.canonical import durable, layout
-from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.canonical.backend import LocalBackend, MissingObject
+from memfs.core.log_reading import corrupt, log_entries, read_log
 from memfs.core.store import CommitResult, Delete, Op, Put, Store
 from memfs.derived import index
-from memfs.derived.index.base import ReadSession
+from memfs.derived.index.base import ReadSession, WriteSession
 from memfs.derived.worktree import WorkTree
 from memfs.domain import content as contentlib
 from memfs.domain import paths
-from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts, read_entry
+from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts
+from memfs.domain.records import AgentRow
 from memfs.errors import CorruptionError, Damaged, InvalidRequest, MemfsError, SymlinkRefused
 
 # A temp file younger than this may belong to a writer still at work.
@@ -84,13 +85,6 @@ class ReindexResult:
     damaged: list[tuple[str, str, str]] = field(default_factory=list)  # agent, file, why
 
 
-def _corrupt(file: str, message: str) -> CorruptionError:
-    """A CorruptionError that says which file holds the damage."""
-    exc = CorruptionError(message)
-    exc.file = file  # type: ignore[attr-defined]
-    return exc
-
-
 def _file_of(exc: CorruptionError, fallback: str) -> str:
     return str(getattr(exc, "file", fallback))
 
@@ -115,99 +109,6 @@ def read_record(store: Store, key: str) -> dict[str, str]:
     if not isinstance(record, dict) or not isinstance(record.get("agentId"), str):
         raise ValueError("no agentId")
     return record
-
-
-def prefetched(
-    get: Callable[[str], bytes], keys: Iterator[str], *, batch: int = 256
-) -> Iterator[tuple[str, bytes]]:
-    """(key, bytes) of ``keys`` in order, read ahead by a thread: the reads (system
-    calls here, round trips on an object store) overlap the caller's work on the
-    entries before them. At most two batches are held at a time."""
-    chunks: queue.Queue[list[tuple[str, bytes]] | BaseException | None] = queue.Queue(2)
-    stop = threading.Event()
-
-    def read() -> None:
-        try:
-            chunk: list[tuple[str, bytes]] = []
-            for key in keys:
-                if stop.is_set():
-                    return
-                chunk.append((key, get(key)))
-                if len(chunk) == batch:
-                    chunks.put(chunk)
-                    chunk = []
-            chunks.put(chunk)
-            chunks.put(None)
-        except BaseException as exc:  # handed to the reader of the entries
-            chunks.put(exc)
-
-    reader = threading.Thread(target=read, name="memfs-prefetch", daemon=True)
-    reader.start()
-    try:
-        while True:
-            got = chunks.get()
-            if got is None:
-                return
-            if isinstance(got, BaseException):
-                raise got
-            yield from got
-    finally:
-        stop.set()
-        while reader.is_alive():  # unblock a reader waiting to put, then let it end
-            with contextlib.suppress(queue.Empty):
-                chunks.get_nowait()
-            reader.join(0.01)
-
-
-def _entry_reader(backend: Backend) -> Callable[[str], bytes]:
-    """The backend's ``get`` with a damaged segment frame (``Damaged``) reported as the
-    damaged entry it is, the way a one-file entry that fails to parse is."""
-
-    def get(key: str) -> bytes:
-        try:
-            return backend.get(key)
-        except Damaged as exc:
-            raise _corrupt(exc.file, f"log entry {exc.file} is unreadable: {exc.reason}") from None
-
-    return get
-
-
-def log_entries(store: Store, agent_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(key, text, JSON document) of every log entry of an agent in order; raises
-    CorruptionError at a gap or at an entry that names another place."""
-    expected = 1
-    entries = prefetched(
-        _entry_reader(store.backend), store.backend.list(layout.log_prefix(agent_id))
-    )
-    for key, data in entries:
-        revision = layout.revision_of(key)
-        if revision is None:
-            raise _corrupt(key, f"unexpected object {key} in the log")
-        if revision != expected:
-            raise _corrupt(
-                layout.log_key(agent_id, expected),
-                f"log of {agent_id!r} jumps from {expected - 1} to {revision}",
-            )
-        try:
-            text = data.decode()
-            doc = read_entry(text, where=key)
-        except UnicodeDecodeError as exc:
-            raise _corrupt(key, f"log entry {key} is unreadable: {exc}") from None
-        except CorruptionError as exc:
-            raise _corrupt(key, exc.message) from None
-        if doc.get("revision") != revision or doc.get("agentId") != agent_id:
-            raise _corrupt(
-                key,
-                f"log entry {key} names revision {doc.get('revision')} of {doc.get('agentId')!r}",
-            )
-        yield key, text, doc
-        expected += 1
-
-
-def read_log(store: Store, agent_id: str) -> Iterator[Commit]:
-    """Every log entry of an agent in order; raises CorruptionError at a gap."""
-    for key, _text, doc in log_entries(store, agent_id):
-        yield Commit.from_doc(doc, where=key)
 
 
 # ---- reindex -------------------------------------------------------------------------
@@ -243,12 +144,14 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
             agent_id = record["agentId"]
             seen.add(agent_id)
             ix.savepoint("agent")
-            ix.drop_agent(agent_id, runs=False)
-            store.adopt_record(ix, record)
+            before = ix.agent(agent_id)  # its revision: about how long its log is
+
+            def clear(agent_id: str = agent_id, record: dict[str, str] = record) -> None:
+                ix.drop_agent(agent_id, runs=False)
+                store.adopt_record(ix, record)
+
             try:
-                result.commits += ix.bulk_load(
-                    agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
-                )
+                result.commits += _load_log(ix, store, agent_id, before, clear)
             except CorruptionError as exc:
                 ix.rollback_to("agent")
                 file = _file_of(exc, layout.log_prefix(agent_id))
@@ -276,6 +179,33 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
     return result
 
 
+def _load_log(
+    ix: WriteSession,
+    store: Store,
+    agent_id: str,
+    before: AgentRow | None,
+    clear: Callable[[], None],
+) -> int:
+    """Clear an agent's rows (``clear``) and index its whole log into them. SQLite's
+    session can read and decode a long log in a worker process while it clears and
+    writes (``bulk_worker``; asked for by name, as the PostgreSQL index has no such
+    thing), from a local backend only."""
+    blob = _blob_of(store, agent_id)
+    load_aside = getattr(ix, "bulk_load_aside", None)
+    if load_aside is None:
+        clear()
+        return ix.bulk_load(agent_id, log_entries(store, agent_id), blob)
+    commits: int = load_aside(
+        agent_id,
+        functools.partial(log_entries, store, agent_id),
+        blob,
+        clear,
+        expected=before.revision if before is not None else 0,
+        aside=isinstance(store.backend, LocalBackend),
+    )
+    return commits
+
+
 def _agent_of_folder(folder: str) -> str | None:
     """The agent id a folder name encodes, None if it encodes none."""
     with contextlib.suppress(Exception):
@@ -291,9 +221,9 @@ def _blob_of(store: Store, agent_id: str) -> Callable[[str], bytes]:
         try:
             data = store.backend.get(key)
         except MissingObject:
-            raise _corrupt(key, f"{key}: content is missing") from None
+            raise corrupt(key, f"{key}: content is missing") from None
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise _corrupt(key, f"{key}: content does not match its sha256")
+            raise corrupt(key, f"{key}: content does not match its sha256")
         return data
 
     return blob
