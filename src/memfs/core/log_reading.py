@@ -89,8 +89,7 @@ def raw_log(store: Store, agent_id: str) -> Iterator[tuple[str, bytes]]:
 def entry_checker(agent_id: str) -> Callable[[str, bytes], Entry]:
     """A function of the log's (key, bytes) in order, from revision 1, giving each
     entry's (key, text, JSON document); it raises CorruptionError at a gap or at an
-    entry that names another place. Pure apart from the revision it expects next, so a
-    worker process can run it (``derived.index.bulk_worker``)."""
+    entry that names another place. Pure apart from the revision it expects next."""
     expected = 1
 
     def check(key: str, data: bytes) -> Entry:

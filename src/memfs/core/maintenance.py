@@ -11,7 +11,6 @@ person edited in the working tree is an uncommitted edit, reported and never tou
 from __future__ import annotations
 
 import contextlib
-import functools
 import getpass
 import hashlib
 import json
@@ -29,12 +28,11 @@ from memfs.canonical.backend import LocalBackend, MissingObject
 from memfs.core.log_reading import corrupt, log_entries, read_log
 from memfs.core.store import CommitResult, Delete, Op, Put, Store
 from memfs.derived import index
-from memfs.derived.index.base import ReadSession, WriteSession
+from memfs.derived.index.base import ReadSession
 from memfs.derived.worktree import WorkTree
 from memfs.domain import content as contentlib
 from memfs.domain import paths
 from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts
-from memfs.domain.records import AgentRow
 from memfs.errors import CorruptionError, Damaged, InvalidRequest, MemfsError, SymlinkRefused
 
 # A temp file younger than this may belong to a writer still at work.
@@ -144,14 +142,12 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
             agent_id = record["agentId"]
             seen.add(agent_id)
             ix.savepoint("agent")
-            before = ix.agent(agent_id)  # its revision: about how long its log is
-
-            def clear(agent_id: str = agent_id, record: dict[str, str] = record) -> None:
-                ix.drop_agent(agent_id, runs=False)
-                store.adopt_record(ix, record)
-
+            ix.drop_agent(agent_id, runs=False)
+            store.adopt_record(ix, record)
             try:
-                result.commits += _load_log(ix, store, agent_id, before, clear)
+                result.commits += ix.bulk_load(
+                    agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
+                )
             except CorruptionError as exc:
                 ix.rollback_to("agent")
                 file = _file_of(exc, layout.log_prefix(agent_id))
@@ -177,33 +173,6 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
 
     Runs(store).rescan()
     return result
-
-
-def _load_log(
-    ix: WriteSession,
-    store: Store,
-    agent_id: str,
-    before: AgentRow | None,
-    clear: Callable[[], None],
-) -> int:
-    """Clear an agent's rows (``clear``) and index its whole log into them. SQLite's
-    session can read and decode a long log in a worker process while it clears and
-    writes (``bulk_worker``; asked for by name, as the PostgreSQL index has no such
-    thing), from a local backend only."""
-    blob = _blob_of(store, agent_id)
-    load_aside = getattr(ix, "bulk_load_aside", None)
-    if load_aside is None:
-        clear()
-        return ix.bulk_load(agent_id, log_entries(store, agent_id), blob)
-    commits: int = load_aside(
-        agent_id,
-        functools.partial(log_entries, store, agent_id),
-        blob,
-        clear,
-        expected=before.revision if before is not None else 0,
-        aside=isinstance(store.backend, LocalBackend),
-    )
-    return commits
 
 
 def _agent_of_folder(folder: str) -> str | None:

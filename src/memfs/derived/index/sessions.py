@@ -4,10 +4,10 @@ connection in a transaction: each method is the named query of the module that o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from memfs.derived.index import bulk, bulk_worker, links, reads, runs, search, walks, writes
+from memfs.derived.index import bulk, links, reads, runs, search, walks, writes
 from memfs.derived.index.rows import Connection, MemoryRead
 from memfs.derived.index.runs import RunRow
 from memfs.domain.commits import Commit
@@ -253,22 +253,6 @@ class SqliteWrite(SqliteRead):
         blob: Callable[[str], bytes],
     ) -> int:
         return bulk.bulk_load(self.conn, agent, entries, blob)
-
-    def bulk_load_aside(
-        self,
-        agent: str,
-        entries: Callable[[], Iterator[tuple[str, str, dict[str, Any]]]],
-        blob: Callable[[str], bytes],
-        prepare: Callable[[], None],
-        *,
-        expected: int,
-        aside: bool,
-    ) -> int:
-        """``prepare()`` then ``bulk_load``, a long log's entries read and decoded by a
-        worker process meanwhile (``bulk_worker``): SQLite only, asked for by name."""
-        return bulk_worker.load(
-            self.conn, agent, entries, blob, prepare, expected=expected, aside=aside
-        )
 
     def clear_damage(self, agent_id: str) -> None:
         return writes.clear_damage(self.conn, agent_id)
