@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from memfs.canonical import layout
-from memfs.core.maintenance import read_log
+from memfs.core.log_reading import read_log
 from memfs.core.store import Store
 from memfs.domain import paths
 from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts, parse_ts

@@ -16,9 +16,7 @@ import hashlib
 import json
 import logging
 import os
-import queue
 import shutil
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -26,14 +24,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memfs.canonical import durable, layout
-from memfs.canonical.backend import Backend, LocalBackend, MissingObject
+from memfs.canonical.backend import LocalBackend, MissingObject
+from memfs.core.log_reading import corrupt, log_entries, read_log
 from memfs.core.store import CommitResult, Delete, Op, Put, Store
 from memfs.derived import index
 from memfs.derived.index.base import ReadSession
 from memfs.derived.worktree import WorkTree
 from memfs.domain import content as contentlib
 from memfs.domain import paths
-from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts, read_entry
+from memfs.domain.commits import INLINE_LIMIT, Commit, format_ts
 from memfs.errors import CorruptionError, Damaged, InvalidRequest, MemfsError, SymlinkRefused
 
 # A temp file younger than this may belong to a writer still at work.
@@ -84,13 +83,6 @@ class ReindexResult:
     damaged: list[tuple[str, str, str]] = field(default_factory=list)  # agent, file, why
 
 
-def _corrupt(file: str, message: str) -> CorruptionError:
-    """A CorruptionError that says which file holds the damage."""
-    exc = CorruptionError(message)
-    exc.file = file  # type: ignore[attr-defined]
-    return exc
-
-
 def _file_of(exc: CorruptionError, fallback: str) -> str:
     return str(getattr(exc, "file", fallback))
 
@@ -115,99 +107,6 @@ def read_record(store: Store, key: str) -> dict[str, str]:
     if not isinstance(record, dict) or not isinstance(record.get("agentId"), str):
         raise ValueError("no agentId")
     return record
-
-
-def prefetched(
-    get: Callable[[str], bytes], keys: Iterator[str], *, batch: int = 256
-) -> Iterator[tuple[str, bytes]]:
-    """(key, bytes) of ``keys`` in order, read ahead by a thread: the reads (system
-    calls here, round trips on an object store) overlap the caller's work on the
-    entries before them. At most two batches are held at a time."""
-    chunks: queue.Queue[list[tuple[str, bytes]] | BaseException | None] = queue.Queue(2)
-    stop = threading.Event()
-
-    def read() -> None:
-        try:
-            chunk: list[tuple[str, bytes]] = []
-            for key in keys:
-                if stop.is_set():
-                    return
-                chunk.append((key, get(key)))
-                if len(chunk) == batch:
-                    chunks.put(chunk)
-                    chunk = []
-            chunks.put(chunk)
-            chunks.put(None)
-        except BaseException as exc:  # handed to the reader of the entries
-            chunks.put(exc)
-
-    reader = threading.Thread(target=read, name="memfs-prefetch", daemon=True)
-    reader.start()
-    try:
-        while True:
-            got = chunks.get()
-            if got is None:
-                return
-            if isinstance(got, BaseException):
-                raise got
-            yield from got
-    finally:
-        stop.set()
-        while reader.is_alive():  # unblock a reader waiting to put, then let it end
-            with contextlib.suppress(queue.Empty):
-                chunks.get_nowait()
-            reader.join(0.01)
-
-
-def _entry_reader(backend: Backend) -> Callable[[str], bytes]:
-    """The backend's ``get`` with a damaged segment frame (``Damaged``) reported as the
-    damaged entry it is, the way a one-file entry that fails to parse is."""
-
-    def get(key: str) -> bytes:
-        try:
-            return backend.get(key)
-        except Damaged as exc:
-            raise _corrupt(exc.file, f"log entry {exc.file} is unreadable: {exc.reason}") from None
-
-    return get
-
-
-def log_entries(store: Store, agent_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """(key, text, JSON document) of every log entry of an agent in order; raises
-    CorruptionError at a gap or at an entry that names another place."""
-    expected = 1
-    entries = prefetched(
-        _entry_reader(store.backend), store.backend.list(layout.log_prefix(agent_id))
-    )
-    for key, data in entries:
-        revision = layout.revision_of(key)
-        if revision is None:
-            raise _corrupt(key, f"unexpected object {key} in the log")
-        if revision != expected:
-            raise _corrupt(
-                layout.log_key(agent_id, expected),
-                f"log of {agent_id!r} jumps from {expected - 1} to {revision}",
-            )
-        try:
-            text = data.decode()
-            doc = read_entry(text, where=key)
-        except UnicodeDecodeError as exc:
-            raise _corrupt(key, f"log entry {key} is unreadable: {exc}") from None
-        except CorruptionError as exc:
-            raise _corrupt(key, exc.message) from None
-        if doc.get("revision") != revision or doc.get("agentId") != agent_id:
-            raise _corrupt(
-                key,
-                f"log entry {key} names revision {doc.get('revision')} of {doc.get('agentId')!r}",
-            )
-        yield key, text, doc
-        expected += 1
-
-
-def read_log(store: Store, agent_id: str) -> Iterator[Commit]:
-    """Every log entry of an agent in order; raises CorruptionError at a gap."""
-    for key, _text, doc in log_entries(store, agent_id):
-        yield Commit.from_doc(doc, where=key)
 
 
 # ---- reindex -------------------------------------------------------------------------
@@ -291,9 +190,9 @@ def _blob_of(store: Store, agent_id: str) -> Callable[[str], bytes]:
         try:
             data = store.backend.get(key)
         except MissingObject:
-            raise _corrupt(key, f"{key}: content is missing") from None
+            raise corrupt(key, f"{key}: content is missing") from None
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise _corrupt(key, f"{key}: content does not match its sha256")
+            raise corrupt(key, f"{key}: content does not match its sha256")
         return data
 
     return blob
