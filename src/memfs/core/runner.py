@@ -382,4 +382,5 @@ class Runner:
                     permanent=permanent,
                 )
             )
-            self.wake.set()
+            if not self.ingesting():  # else the next tick starts the next run
+                self.wake.set()
