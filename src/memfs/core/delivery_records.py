@@ -10,7 +10,8 @@ every waiting record of a trigger's folder, fsyncs it once, hard-links it under 
 record's name (``os.link`` is create-if-absent, so each webhook id is still decided
 alone, against other threads, workers and servers on the folder alike) and fsyncs the
 folder once (``LocalBackend.put_shared_if_absent``). Only then is any of them told it
-was stored.
+was stored; the same leader first hands the records it made to their ``then`` (the
+runs' index transaction, ``core/runs.py``), so a new delivery waits in one queue.
 
 The file a batch's names share is::
 

@@ -26,8 +26,9 @@ constructor per event); the index keeps that fold in the
 ``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
 event happens under the index's write lock after catching up with the backend, so
 a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
-Concurrent deliveries of one process are indexed together in one transaction (group
-commit, the ``GroupCommit`` the Store owns): their records are written outside every lock.
+Concurrent new deliveries of one process are indexed together in one transaction by
+the flush that made their records durable (``_index_made``); records found without a
+run (a crash, a rescan) go through the registration queue (``Store.registrations``).
 """
 
 from __future__ import annotations
