@@ -154,9 +154,9 @@ class Runner:
         """A new delivery was accepted (called from any thread): its run is due.
 
         The loop is woken by the first delivery after a quiet spell only; while they
-        keep arriving (``ingesting``) it polls on its tick and when a run ends, and
-        starts one run per poll, so the executor's claims, events and memory commits
-        never crowd out the deliveries' own batches. Runs still start (at least one
+        keep arriving (``ingesting``) it polls on its tick only (not when a run ends)
+        and starts one run per poll, so the executor's claims, events and memory
+        commits never crowd out the deliveries' own batches. Runs still start (one
         per tick): yielding, not starving."""
         quiet = not self.ingesting()
         self.last_delivery = time.monotonic()
