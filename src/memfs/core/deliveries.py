@@ -46,7 +46,9 @@ class Target:
 def target(store: Store, settings: Settings, agent_id: str, trigger_id: str) -> Target:
     try:
         store.get_agent(agent_id)
-        trigger = Triggers(store.backend).get(agent_id, trigger_id)
+        # Checked against its newest record rather than read afresh (a sender's
+        # retries and a busy trigger's deliveries read the same record each time).
+        trigger = Triggers(store.backend).get_seen(store.triggers_seen, agent_id, trigger_id)
     except NotFound:
         raise NotFound(
             "no trigger answers at this URL; check the agent id and trigger id",

@@ -10,7 +10,8 @@ every waiting record of a trigger's folder, fsyncs it once, hard-links it under 
 record's name (``os.link`` is create-if-absent, so each webhook id is still decided
 alone, against other threads, workers and servers on the folder alike) and fsyncs the
 folder once (``LocalBackend.put_shared_if_absent``). Only then is any of them told it
-was stored.
+was stored; the same leader first hands the records it made to their ``then`` (the
+runs' index transaction, ``core/runs.py``), so a new delivery waits in one queue.
 
 The file a batch's names share is::
 
@@ -28,7 +29,9 @@ from __future__ import annotations
 
 import functools
 import json
+import typing
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,32 +60,46 @@ def record_of(key: str, data: bytes) -> dict[str, Any]:
     return doc
 
 
+# What the leader does with the records a flush made, once they are durable and before
+# any caller is answered: index their runs, all in one transaction (``core/runs.py``).
+# Called with the ``tag`` each caller passed; it must not raise (it notes errors in them).
+Then = Callable[[Store, list[Any]], None]
+
+
 @dataclass
 class _Pending:
     key: str
     record: dict[str, Any]
     data: bytes  # the record alone, as its own file
+    then: Then | None = None
+    tag: Any = None
     created: bool = False
     error: BaseException | None = None
     done: bool = field(default=False)
 
 
-def put_record(store: Store, key: str, record: dict[str, Any]) -> bool:
-    """Create the record ``key`` unless it exists, durable when this returns; True if
-    this call stored it. Batched with the concurrent calls of this process."""
+def put_record(
+    store: Store, key: str, record: dict[str, Any], *, then: Then | None = None, tag: Any = None
+) -> tuple[bool, bool]:
+    """Create the record ``key`` unless it exists, durable when this returns: (True if
+    this call stored it, True if ``then`` was called with ``tag`` after that). Batched
+    with the concurrent calls of this process; ``then`` runs once per batch in the
+    leader, so a new delivery's run is indexed without a second queue."""
     data = json.dumps(record).encode()
     backend = store.backend
-    if not isinstance(backend, SharedCreate):
-        return backend.put_if_absent(key, data)
-    item = _Pending(key, record, data)
-    store.deliveries.submit(item, functools.partial(_flush, backend))
+    # Not isinstance(backend, SharedCreate): a runtime protocol check costs tens of µs.
+    if getattr(backend, "put_shared_if_absent", None) is None:
+        return backend.put_if_absent(key, data), False
+    item = _Pending(key, record, data, then, tag)
+    store.deliveries.submit(item, functools.partial(_flush, store, backend))
     if item.error is not None:
         raise item.error
-    return item.created
+    return item.created, item.created and then is not None
 
 
-def _flush(backend: Backend, batch: list[_Pending]) -> None:
-    """Make ``batch`` durable: per folder, in chunks of at most MAX_BATCH_BYTES."""
+def _flush(store: Store, backend: Backend, batch: list[_Pending]) -> None:
+    """Make ``batch`` durable: per folder, in chunks of at most MAX_BATCH_BYTES; then
+    hand the records it made to their ``then``."""
     try:
         folders: dict[str, list[_Pending]] = defaultdict(list)
         first: dict[str, _Pending] = {}
@@ -104,6 +121,12 @@ def _flush(backend: Backend, batch: list[_Pending]) -> None:
             if item.created:
                 # Test-only (MEMFS_TEST_FAULT): park the batch here, durable, unanswered.
                 fault_points.reached(fault_points.DELIVERY_DURABLE)
+        made: dict[Then, list[Any]] = defaultdict(list)
+        for item in batch:
+            if item.created and item.then is not None:
+                made[item.then].append(item.tag)
+        for then, tags in made.items():
+            then(store, tags)
     except BaseException as exc:
         for item in batch:
             if not item.created and item.error is None:
@@ -130,9 +153,9 @@ def _write(backend: Backend, chunk: list[_Pending]) -> None:
     if len(chunk) == 1:
         chunk[0].created = backend.put_if_absent(chunk[0].key, chunk[0].data)
         return
-    assert isinstance(backend, SharedCreate)
+    shared = typing.cast(SharedCreate, backend)  # put_record checked it has the method
     records = {item.key.rpartition("/")[2].removesuffix(".json"): item.record for item in chunk}
     data = json.dumps({_BATCH: records}).encode()
-    made = backend.put_shared_if_absent([item.key for item in chunk], data)
+    made = shared.put_shared_if_absent([item.key for item in chunk], data)
     for item, created in zip(chunk, made, strict=True):
         item.created = created

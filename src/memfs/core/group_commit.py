@@ -3,7 +3,7 @@
 Three instances per Store: run registrations (``core/runs.py``), commits
 (``core/commit.py``: each log entry is durable before it queues), and new delivery
 records (``core/delivery_records.py``: there the flush is the durable write itself,
-one for every record waiting). Registrations and delivery records use
+one for every record waiting, then the index transaction of their runs). Registrations and delivery records use
 ``WakingGroupCommit`` (below).
 
 Each caller's durable write is done before it queues (so the fsyncs of concurrent

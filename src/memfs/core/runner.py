@@ -50,6 +50,9 @@ from memfs.errors import (
 log = logging.getLogger("memfs.runner")
 
 BACKOFF_CAP_S = 3600.0
+# While new deliveries arrived within this many seconds, the runner yields to them
+# (``Runner.ingesting``): deliveries and runs share the CPU, the disk and the index.
+INGEST_QUIET_S = 0.5
 INTERRUPTIONS_FORGIVEN = 5  # bounded, so a command that kills its server can't loop
 # Errors of a run's action that the same delivery would meet again on every attempt.
 PERMANENT = (PayloadTooLarge, InvalidRequest, NotFound, Conflict, Forbidden)
@@ -123,6 +126,8 @@ class Runner:
         self.slots = asyncio.Semaphore(concurrency)
         self.active: dict[str, asyncio.Task[None]] = {}
         self.wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None  # run_forever's
+        self.last_delivery = float("-inf")  # time.monotonic() of the last new delivery
         self.owner = owner_record()
         # In a cluster (objects on S3, no working tree) servers on other hosts adopt a
         # dead server's attempts once its lease, renewed by this loop, has expired.
@@ -145,7 +150,26 @@ class Runner:
             default="memory",
         )
 
+    def delivered(self) -> None:
+        """A new delivery was accepted (called from any thread): its run is due.
+
+        The loop is woken by the first delivery after a quiet spell only; while they
+        keep arriving (``ingesting``) it polls on its tick only (not when a run ends)
+        and starts one run per poll, so the executor's claims, events and memory
+        commits never crowd out the deliveries' own batches. Runs still start (one
+        per tick): yielding, not starving."""
+        quiet = not self.ingesting()
+        self.last_delivery = time.monotonic()
+        if quiet and self._loop is not None:
+            # asyncio.Event is not thread-safe: set it on the loop's own thread.
+            self._loop.call_soon_threadsafe(self.wake.set)
+
+    def ingesting(self) -> bool:
+        """True while new deliveries arrive (one within INGEST_QUIET_S)."""
+        return time.monotonic() - self.last_delivery < INGEST_QUIET_S
+
     async def run_forever(self, stop: asyncio.Event) -> None:
+        self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.runs.rescan)
         ticks = 0
         while not stop.is_set():
@@ -191,6 +215,8 @@ class Runner:
 
     async def poll(self) -> None:
         free = self.concurrency - len(self.active)
+        if self.ingesting():
+            free = min(free, 1)  # yield to the deliveries arriving (see ``delivered``)
         if free <= 0:
             return
         for run in await asyncio.to_thread(self.runs.due, now_us(), 200):
@@ -356,4 +382,5 @@ class Runner:
                     permanent=permanent,
                 )
             )
-            self.wake.set()
+            if not self.ingesting():  # else the next tick starts the next run
+                self.wake.set()

@@ -26,8 +26,9 @@ constructor per event); the index keeps that fold in the
 ``runs`` table and every event in ``run_steps`` (for inspect's log). Appending an
 event happens under the index's write lock after catching up with the backend, so
 a check-then-append (e.g. "still running? then mark interrupted") is atomic per node.
-Concurrent deliveries of one process are indexed together in one transaction (group
-commit, the ``GroupCommit`` the Store owns): their records are written outside every lock.
+Concurrent new deliveries of one process are indexed together in one transaction by
+the flush that made their records durable (``_index_made``); records found without a
+run (a crash, a rescan) go through the registration queue (``Store.registrations``).
 """
 
 from __future__ import annotations
@@ -283,7 +284,9 @@ class Runs:
 
     def _current(self, agent_id: str, run_id: str) -> Run | None:
         """The run as indexed, if no event file is newer (no write lock needed)."""
-        with self.store.index.read_session() as ix:
+        # One statement reads one snapshot: no BEGIN/COMMIT around it (every retry of a
+        # delivered id comes here).
+        with self.store.index.statement_session() as ix:
             row = get_row(ix, agent_id, run_id)
         if row is not None and not self.backend.exists(event_key(agent_id, run_id, row.events + 1)):
             return row
@@ -361,9 +364,17 @@ class Runs:
             "body": base64.b64encode(body).decode(),
         }
         # Durable together with the records of concurrent deliveries (one fsync'd file
-        # for the batch, one hard link per record: core/delivery_records.py).
-        if put_record(self.store, key, record):
-            return self.register(agent_id, key, record), True
+        # for the batch, one hard link per record: core/delivery_records.py), and
+        # indexed by the same flush, right after (``_index_made``).
+        item = _Registration(agent_id, key, record)
+        created, indexed = put_record(self.store, key, record, then=_index_made, tag=item)
+        if created:
+            if not indexed:  # a backend without shared creates (S3): indexed here
+                return self.register(agent_id, key, record), True
+            if item.error is not None:
+                raise item.error
+            assert item.run is not None
+            return item.run, True
         won = record_of(key, self.backend.get(key))  # a racing delivery of the same id
         run = self._current(agent_id, won["runId"])
         return (run if run is not None else self.register(agent_id, key, won)), False
@@ -568,6 +579,12 @@ class Runs:
             with self.store.index.write_session() as ix:
                 ix.forget_delivery(agent_id, run_id)
         return len(rows)
+
+
+def _index_made(store: Store, items: list[_Registration]) -> None:
+    """Index the runs of delivery records a flush just made durable, in one transaction
+    (``Runs._register_batch``: errors are noted per item, never raised here)."""
+    Runs(store)._register_batch(items)
 
 
 def check_run_id(value: str) -> str:

@@ -140,6 +140,10 @@ class Store:
         self.registrations: GroupCommit[Any] = WakingGroupCommit()
         # Concurrent new delivery records share one durability point (core.delivery_records).
         self.deliveries: GroupCommit[Any] = WakingGroupCommit()
+        # The triggers deliveries were checked against, each with the bytes of its
+        # newest record: checked again (one read, one stat) before each use
+        # (core.triggers ``Triggers.get_seen``, the type ``triggers.Seen``).
+        self.triggers_seen: dict[tuple[str, str], Any] = {}
         # True while this process rebuilds a deleted or replaced index (memfs.core.healing).
         self.index_rebuilding = False
         self.healed_inode: int | None = None  # the index file last checked against the log
@@ -234,7 +238,9 @@ class Store:
 
     def get_agent(self, agent_id: str) -> Agent:
         paths.agent_id(agent_id)
-        with self.index.read_session() as ix:
+        # Two statements in autocommit (no BEGIN/COMMIT): the row and its damage need
+        # no common snapshot, and every delivery asks (core/deliveries.py ``target``).
+        with self.index.statement_session() as ix:
             return Agent.of(_require_agent(ix, agent_id))
 
     def list_agents(

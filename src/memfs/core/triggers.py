@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from memfs.canonical import layout
-from memfs.canonical.backend import Backend
+from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas
 from memfs.core.store import Store
 from memfs.domain import paths
@@ -72,6 +72,16 @@ class Trigger:
 
 def _prefix(agent_id: str, trigger_id: str) -> str:
     return f"{layout.agent_prefix(agent_id)}triggers/{trigger_id}/"
+
+
+def _record_key(prefix: str, seq: int) -> str:
+    return f"{prefix}{seq:0{_SEQ_DIGITS}d}.json"
+
+
+# The triggers a process read last, by (agent id, trigger id): the bytes of the record
+# each was read from, and the trigger (``Triggers.get_seen``; the Store holds one).
+Seen = dict[tuple[str, str], tuple[bytes, Trigger]]
+SEEN_MAX = 4096
 
 
 def check_action(value: object) -> dict[str, Any]:
@@ -146,7 +156,7 @@ class Triggers:
 
         def step(latest: dict[str, Any] | None) -> cas.Next[R]:
             doc, answer = decide(latest)
-            key = f"{_prefix(agent_id, trigger_id)}{int(doc['seq']):0{_SEQ_DIGITS}d}.json"
+            key = _record_key(_prefix(agent_id, trigger_id), int(doc["seq"]))
             return cas.Next(key, json.dumps(doc).encode(), lambda: answer)
 
         return cas.append_next(
@@ -159,16 +169,52 @@ class Triggers:
             ),
         )
 
+    def _missing(self, agent_id: str, trigger_id: str) -> NotFound:
+        return NotFound(
+            f"trigger {trigger_id!r} of agent {agent_id!r} does not exist", field="triggerId"
+        )
+
     def _current(self, agent_id: str, trigger_id: str, doc: dict[str, Any] | None) -> Trigger:
         if doc is None or doc.get("deleted"):
-            raise NotFound(
-                f"trigger {trigger_id!r} of agent {agent_id!r} does not exist", field="triggerId"
-            )
+            raise self._missing(agent_id, trigger_id)
         return _trigger(agent_id, trigger_id, doc)
 
     def get(self, agent_id: str, trigger_id: str) -> Trigger:
         paths.simple_id(trigger_id, field="triggerId")
         return self._current(agent_id, trigger_id, self._latest(agent_id, trigger_id))
+
+    def get_seen(self, seen: Seen, agent_id: str, trigger_id: str) -> Trigger:
+        """``get``, answered from ``seen`` (the triggers this process read last) when the
+        record it was read from is still the newest: that record's bytes read again
+        and equal, and no record after it. Exact, not a time window: any change (an
+        update, a rotation, a delete, an erased agent) is a new record, or a missing
+        or different one, and is read afresh. One read and one stat instead of
+        listing the trigger's folder and parsing its newest record."""
+        paths.simple_id(trigger_id, field="triggerId")
+        prefix = _prefix(agent_id, trigger_id)
+        known = seen.get((agent_id, trigger_id))
+        if known is not None:
+            data, trigger = known
+            try:
+                same = self.backend.get(_record_key(prefix, trigger.seq)) == data
+            except MissingObject:
+                same = False
+            if same and not self.backend.exists(_record_key(prefix, trigger.seq + 1)):
+                return trigger
+            seen.pop((agent_id, trigger_id), None)
+        last = None
+        for key in self.backend.list(prefix):
+            last = key
+        if last is None:
+            raise self._missing(agent_id, trigger_id)
+        data = self.backend.get(last)
+        doc = json.loads(data)
+        trigger = self._current(agent_id, trigger_id, doc)
+        if _record_key(prefix, trigger.seq) == last:  # else a stray name: never cached
+            if len(seen) >= SEEN_MAX:
+                seen.clear()  # bounded; refilled by the triggers still in use
+            seen[(agent_id, trigger_id)] = (data, trigger)
+        return trigger
 
     def put(
         self,
