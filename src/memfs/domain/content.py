@@ -143,9 +143,21 @@ def _frontmatter(text: str) -> dict[str, object]:
 # characters; these stay far below), then ': ' and a value that YAML
 # can only read as the same string, a decimal integer, true/false, or nothing (null).
 # A string value starts with an ASCII letter (so it is no number, date or indicator)
-# and holds no character YAML gives a meaning to inside a line (':', '#', tab, ...).
+# and holds no character YAML gives a meaning to inside a plain scalar of a block
+# mapping: no '#' (a comment after a space), no ':' before a space or the end (a
+# mapping), no tab, no line break of YAML's ('\r', NEL, U+2028, U+2029), no BOM and
+# nothing YAML refuses as unprintable. Indicators (quotes, brackets, '&', '*', '!',
+# '|', '>', '%', '@', '`', '?', ...) only mean something at a scalar's start, so past
+# the first letter they are text, as are printable non-ASCII characters (accents,
+# dashes, emoji): what agents' descriptions hold.
+_VALUE_CHAR = (
+    r"[A-Za-z0-9 _.,/()+'\-;!?&*%@=~\"\[\]{}|<>`^$"
+    "\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]"
+)
 _PLAIN_LINE = re.compile(
-    r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +([A-Za-z][A-Za-z0-9 _.,/()+'-]*?|0|[1-9][0-9]*))? *"
+    r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +([A-Za-z](?:"
+    + _VALUE_CHAR
+    + r"|:(?=[^ ]))*?|0|[1-9][0-9]*))? *"
 )
 # Words YAML 1.1 reads as booleans or null in some spelling; only 'true' and 'false'
 # are taken here (as YAML takes them), the rest go to the YAML parser.
