@@ -114,8 +114,7 @@ class WorkTree:
         fd = self._open(path)
         if not isinstance(fd, int):
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
+        return _read_all(fd)
 
     def sha256(self, path: str) -> str | None:
         """sha256 of the file now at ``path``; None if there is no regular file (a
@@ -286,8 +285,25 @@ def _sha256(fd: int | str | None) -> str | None:
     """sha256 of the file open at ``fd`` (closed), or ``fd`` itself if it is no fd."""
     if not isinstance(fd, int):
         return fd
-    with os.fdopen(fd, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+    return hashlib.sha256(_read_all(fd)).hexdigest()
+
+
+def _read_all(fd: int) -> bytes:
+    """The bytes of the regular file open at ``fd``, which is closed. Plain reads: a
+    buffered file object costs two more ``fstat``s, an ``ioctl`` and two ``lseek``s
+    (each update probes the file it replaces)."""
+    try:
+        size = os.fstat(fd).st_size
+        chunks = [os.read(fd, size + 1)]
+        while len(chunks[-1]) > size:  # it grew meanwhile: read on to its end
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size = 0
+        return b"".join(chunks) if len(chunks) > 1 else chunks[0]
+    finally:
+        os.close(fd)
 
 
 class NoTree(WorkTree):
