@@ -36,8 +36,15 @@ _TRICKY_VALUES = [
     "&anchor x", "*alias", "!!str 1", "!!int x", "|", "> folded", "%x", "@x", "`x",
     "it's", "note (draft), v2/3 + more", "a - b", "a -", "x.", "x,", "ok", "é",
     "a\u2028b", "a\x85b", "a\tb", "tab\t", "12345678901234567890123", "=", "<<",
+    "a; b", "a!", "a?", "a ? b", "a & b", "a *b", "a !b", "a | b", "a > b", "a %b", "a @b",
+    "a `b", "a\"b\"", "a [b]", "a {b: c}", "a:", "a:b:", "a: ", "a::b", "a:#b", "a: #b",
+    "http://x.y/z?q=1&r=2", "a\u2029b", "a\ufeffb", "a\xa0", "a\xa0b", "a — b", "aé",
+    "a\U0001f600", "a\x7fb", "a\x9fb", "a\ue000", "a\ufffe", "a\rb", "a\x00b",
 ]  # fmt: skip
-_VALUE_CHARS = "abcXYZ019 _.,/()+'-:#\t\"[]{}!&*|>%@`~?é\x85"
+_VALUE_CHARS = (
+    "abcXYZ019 _.,/()+'-:#\t\"[]{}!&*|>%@`~?é\x85;=<^$\xa0\u2014\u2028\u2029\ufeff"
+    "\U0001f600\x7f\x9f\r\ufffe"
+)
 
 keys = st.one_of(
     st.sampled_from(_TRICKY_KEYS),
@@ -63,6 +70,7 @@ near_plain_lines = st.builds(
     st.one_of(
         st.sampled_from(_TRICKY_VALUES),
         st.from_regex(r"[A-Za-z][a-z0-9 .,'-]{0,8}", fullmatch=True),
+        st.text(alphabet="ab :;!?&*\"[]|>%@#—é\xa0\u2028", max_size=8).map(lambda v: "a" + v),
     ),
     st.sampled_from(["", " "]),
 )
@@ -139,6 +147,23 @@ def test_parse_answers_the_same_with_and_without_the_fast_path(head: str, body: 
     assert with_fast == without
     if not isinstance(with_fast, tuple):
         assert typed(with_fast.metadata) == typed(without.metadata)  # type: ignore[attr-defined]
+
+
+def test_descriptions_with_punctuation_and_accents_take_the_fast_path() -> None:
+    # What agents' descriptions hold beyond letters: semicolons, dashes, quotes,
+    # question and exclamation marks, URLs, accents: still no YAML parser for them.
+    head = (
+        '\ndescription: User prefers dark mode; uses vim — "always"!\n'
+        "source: https://example.com/a?b=1&c=2\nauthor: Zoë\n"
+    )
+    assert plain_mapping(head) == {
+        "description": 'User prefers dark mode; uses vim — "always"!',
+        "source": "https://example.com/a?b=1&c=2",
+        "author": "Zoë",
+    }
+    check_head(head)
+    for needs_yaml in ("\nd: a: b\n", "\nd: a #c\n", "\nd: a:\n", "\nd: a\u2028b\n"):
+        assert plain_mapping(needs_yaml) is None, needs_yaml
 
 
 def test_common_frontmatter_takes_the_fast_path() -> None:

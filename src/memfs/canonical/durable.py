@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 import secrets
 import stat
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # The reserved prefix is a path rule (domain); durable names its temp files with it.
@@ -84,6 +85,37 @@ def ensure_dir(path: Path) -> None:
         fsync_dir(folder.parent)
 
 
+# Temp names: this process's id and a counter, not random bytes (a getrandom call per
+# file, on every commit's tree file). Unique among live processes, and O_EXCL refuses
+# a name a dead process with the same id left behind: then a random one is taken.
+_counter = itertools.count()
+_pid = os.getpid()
+
+
+def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def _temp_name(fresh: bool) -> str:
+    if fresh:
+        return f"{TEMP_PREFIX}{_pid:x}-{next(_counter):x}"
+    return f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+
+
+def _create_temp(open_name: Callable[[str], int]) -> tuple[str, int]:
+    """(name, fd) of a new temp file made by ``open_name`` (O_CREAT | O_EXCL)."""
+    try:
+        name = _temp_name(True)
+        return name, open_name(name)
+    except FileExistsError:
+        name = _temp_name(False)  # a leftover of a dead process with our id
+        return name, open_name(name)
+
+
 def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
     """Write every byte of ``data`` to ``fd`` (``os.write`` may write fewer), then fsync
     it with ``sync``."""
@@ -98,8 +130,10 @@ def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
 def write_temp(folder: Path, data: bytes, *, sync: bool = False, mode: int = FILE_MODE) -> Path:
     """A new temp file in ``folder`` holding ``data`` (fsynced with ``sync``), for the
     caller to publish under its final name or unlink."""
-    tmp = Path(f"{folder}/{TEMP_PREFIX}{secrets.token_hex(8)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    name, fd = _create_temp(
+        lambda name: os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    )
+    tmp = Path(f"{folder}/{name}")
     try:
         _write_all(fd, data, sync=sync)
     except BaseException:
@@ -226,13 +260,8 @@ def check_no_symlink(root: Path, parts: Sequence[str]) -> None:
 
 def write_temp_at(dir_fd: int, data: bytes, *, sync: bool) -> str:
     """A new temp file in the folder ``dir_fd`` holding ``data``; its name."""
-    name = f"{TEMP_PREFIX}{secrets.token_hex(8)}"
-    fd = os.open(
-        name,
-        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-        FILE_MODE,
-        dir_fd=dir_fd,
-    )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    name, fd = _create_temp(lambda name: os.open(name, flags, FILE_MODE, dir_fd=dir_fd))
     try:
         _write_all(fd, data, sync=sync)
     except BaseException:

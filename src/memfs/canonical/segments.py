@@ -122,6 +122,7 @@ class _Segment:
     ino: tuple[int, int]
     end: int = 0  # where the frames read so far end
     count: int = 0
+    writable: bool = False  # fd opened O_RDWR (known here: no fcntl per append)
 
 
 @dataclass
@@ -153,7 +154,7 @@ class AgentLog:
         self.parts = [*folder.split("/"), FOLDER]
         self.agent_id = _agent_of(folder)
         self.mutex = threading.Lock()
-        self.pid = os.getpid()
+        self.pid = _pid
         self.state = _State()
 
     # ---- reading ---------------------------------------------------------------------
@@ -243,35 +244,43 @@ class AgentLog:
         one-file entry of an old folder counts as stored)."""
         if len(payload) >= _MAX_PAYLOAD:
             raise ValueError("a log entry this large is not a log entry")
-        with self.mutex, self._locked(exclusive=True):
-            state = self.state
-            if revision in state.entries or self._has_file(revision):
-                return False
-            if state.broken is not None:
-                raise self._damaged(state.broken)
-            tail = self._tail()
-            if tail is None or tail.end >= SEAL_BYTES or tail.count >= SEAL_COUNT:
-                tail = self._new_segment(tail)
-            data = frame(revision, payload)
-            start = tail.end
+        with self.mutex:
+            fd = self._lock(exclusive=True)
             try:
-                written = os.pwrite(tail.fd, data, start)
-                if written != len(data):
-                    raise OSError(errno.EIO, "short write to a log segment")
+                return self._append(revision, payload)
+            finally:
+                _unlock(fd)
+
+    def _append(self, revision: int, payload: bytes) -> bool:
+        """``append`` with the mutex and the exclusive flock held."""
+        state = self.state
+        if revision in state.entries or self._has_file(revision):
+            return False
+        if state.broken is not None:
+            raise self._damaged(state.broken)
+        tail = self._tail()
+        if tail is None or tail.end >= SEAL_BYTES or tail.count >= SEAL_COUNT:
+            tail = self._new_segment(tail)
+        data = frame(revision, payload)
+        start = tail.end
+        try:
+            written = os.pwrite(tail.fd, data, start)
+            if written != len(data):
+                raise OSError(errno.EIO, "short write to a log segment")
+            os.fdatasync(tail.fd)
+        except BaseException:
+            # Not acknowledged: cut the bytes off so that no reader ever adopts an
+            # entry its writer was told failed. If even this fails the disk is
+            # failing; the frame may then surface later, as the entry of a writer
+            # that crashed after its fdatasync (catch-up applies it, as it would).
+            with contextlib.suppress(OSError):
+                os.ftruncate(tail.fd, start)
                 os.fdatasync(tail.fd)
-            except BaseException:
-                # Not acknowledged: cut the bytes off so that no reader ever adopts an
-                # entry its writer was told failed. If even this fails the disk is
-                # failing; the frame may then surface later, as the entry of a writer
-                # that crashed after its fdatasync (catch-up applies it, as it would).
-                with contextlib.suppress(OSError):
-                    os.ftruncate(tail.fd, start)
-                    os.fdatasync(tail.fd)
-                raise
-            tail.end = start + len(data)
-            tail.count += 1
-            state.entries[revision] = _Slot(tail, start, len(payload))
-            return True
+            raise
+        tail.end = start + len(data)
+        tail.count += 1
+        state.entries[revision] = _Slot(tail, start, len(payload))
+        return True
 
     def _has_file(self, revision: int) -> bool:
         """Whether the log folder holds ``revision`` as a one-file entry (or anything
@@ -313,14 +322,22 @@ class AgentLog:
     def _locked(self, *, exclusive: bool) -> Iterator[None]:
         """The agent's flock (shared for readers that scan, exclusive for appenders),
         with what other processes appended read in."""
-        if os.getpid() != self.pid:
-            self.pid, self.state = os.getpid(), _State()
+        fd = self._lock(exclusive=exclusive)
+        try:
+            yield
+        finally:
+            _unlock(fd)
+
+    def _lock(self, *, exclusive: bool) -> int:
+        """``_locked``'s entry, for ``append`` (a generator context manager per commit
+        cost more than the rest of the lock's Python): the locked fd, -1 for none."""
+        if _pid != self.pid:  # a forked child: the parent's fds and locks are not ours
+            self.pid, self.state = _pid, _State()
         while True:
             fd = self._lock_fd(create=exclusive)
             if fd < 0:  # no segments folder (yet, or erased): nothing to read, no one to exclude
                 self._reset()
-                yield
-                return
+                return -1
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             # Erasure removes the folder: a lock on a removed file excludes no one.
             if self._lock_is_current(fd):
@@ -328,9 +345,10 @@ class AgentLog:
             self._reset()
         try:
             self._scan(cut=exclusive)
-            yield
-        finally:
+        except BaseException:
             fcntl.flock(fd, fcntl.LOCK_UN)
+            raise
+        return fd
 
     def _refresh(self, *, exclusive: bool) -> None:
         with self._locked(exclusive=exclusive):
@@ -389,16 +407,16 @@ class AgentLog:
             if segment is None:
                 flags = (os.O_RDWR if cut else os.O_RDONLY) | os.O_NOFOLLOW | os.O_CLOEXEC
                 fd = os.open(name, flags, dir_fd=folder)
-                segment = _Segment(name, fd, (st.st_dev, st.st_ino))
+                segment = _Segment(name, fd, (st.st_dev, st.st_ino), writable=cut)
                 state.segments[name] = segment
-            elif cut and not _writable(segment.fd):
+            elif cut and not segment.writable:
                 fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
                 os.close(segment.fd)
-                segment.fd = fd
+                segment.fd, segment.writable = fd, True
             if st.st_size < segment.end:  # shorter than its frames were: read afresh
                 self._forget(state.segments.pop(name))
                 state.segments[name] = segment = _Segment(
-                    name, _reopen(folder, name, cut), (st.st_dev, st.st_ino)
+                    name, _reopen(folder, name, cut), (st.st_dev, st.st_ino), writable=cut
                 )
             if st.st_size != segment.end:
                 self._read_frames(segment, st.st_size, newest=name == names[-1], cut=cut)
@@ -418,7 +436,7 @@ class AgentLog:
             return False
         except FileNotFoundError:
             pass
-        if cut and not _writable(tail.fd):
+        if cut and not tail.writable:
             return False
         if st.st_size != tail.end:
             self._read_frames(tail, st.st_size, newest=True, cut=cut)
@@ -474,7 +492,7 @@ class AgentLog:
         fd = os.open(name, flags, durable.FILE_MODE, dir_fd=self.state.dir_fd)
         os.fsync(self.state.dir_fd)
         st = os.fstat(fd)
-        segment = _Segment(name, fd, (st.st_dev, st.st_ino))
+        segment = _Segment(name, fd, (st.st_dev, st.st_ino), writable=True)
         self.state.segments[name] = segment
         return segment
 
@@ -503,8 +521,22 @@ def _reopen(folder: int, name: str, writable: bool) -> int:
     return os.open(name, flags, dir_fd=folder)
 
 
-def _writable(fd: int) -> bool:
-    return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDWR
+def _unlock(fd: int) -> None:
+    if fd >= 0:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+# This process's id, kept current by a fork hook: ``AgentLog`` compares it on every
+# lock (a getpid system call per append otherwise) to start afresh in a forked child.
+_pid = os.getpid()
+
+
+def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 class Segments:

@@ -41,17 +41,25 @@ class Folders:
         self._root: _Kept | None = None
         self._kept: dict[tuple[str, ...], _Kept] = {}
         self._checked: set[tuple[str, ...]] = set()  # since the last expire()
+        # Whole walks checked since the last expire(): a commit asks for its file's
+        # folder three or four times (symlink check, stage, publish), walked once.
+        self._ready: dict[tuple[str, ...], int] = {}
         self._root_checked = False
 
     def expire(self) -> None:
         """Check every kept folder again at its next use."""
         self._checked.clear()
+        self._ready.clear()
         self._root_checked = False
 
     def folder(self, parts: Sequence[str], *, create: bool = False) -> int:
         """A borrowed fd of ``base/parts…``, reached without following a symlink below
         ``base`` (missing folders made with ``create``). Raises SymlinkRefused, or
         FileNotFoundError / NotADirectoryError when it is not there."""
+        whole = tuple(parts)
+        ready = self._ready.get(whole)
+        if ready is not None:
+            return ready
         fd = self._root_fd(create)
         kept = self._kept
         for i in range(len(parts)):
@@ -83,6 +91,7 @@ class Folders:
             kept[key] = (child, st.st_dev, st.st_ino)
             self._checked.add(key)
             fd = child
+        self._ready[whole] = fd
         return fd
 
     def forget(self, parts: Sequence[str]) -> None:
@@ -91,6 +100,7 @@ class Folders:
         # The folders below it were reached through it: checked again, by their inode.
         n = len(key)
         self._checked = {k for k in self._checked if k[:n] != key}
+        self._ready.clear()
         known = self._kept.pop(key, None)
         if known is not None:
             os.close(known[0])
@@ -99,6 +109,7 @@ class Folders:
         """Close every kept fd (the object stays usable: it opens them again)."""
         kept, self._kept = self._kept, {}
         self._checked.clear()
+        self._ready.clear()
         for fd, _dev, _ino in kept.values():
             os.close(fd)
         root, self._root = self._root, None

@@ -31,6 +31,7 @@ from memfs.domain.paths import ROOT, is_git_segment
 from memfs.errors import SymlinkRefused
 
 _LINK = "symlink"  # what sha256() answers for a symlink: never equal to a sha256
+_FOLDER = "folder"  # what _open_file(folders=True) answers for a folder
 
 
 class Staged(NamedTuple):
@@ -113,8 +114,7 @@ class WorkTree:
         fd = self._open(path)
         if not isinstance(fd, int):
             return None
-        with os.fdopen(fd, "rb") as handle:
-            return handle.read()
+        return _read_all(fd)
 
     def sha256(self, path: str) -> str | None:
         """sha256 of the file now at ``path``; None if there is no regular file (a
@@ -169,7 +169,11 @@ class WorkTree:
                         return  # nothing to delete
                     raise
                 name = parts[-1]
-                current = _sha256(_open_file(folder, name))
+                # One open tells a file, a folder and nothing apart (a create's usual
+                # answer: nothing, with no second look).
+                found = _open_file(folder, name, folders=True)
+                is_folder = found == _FOLDER
+                current = None if is_folder else _sha256(found)
                 if current == after:
                     return  # already there (a replayed commit)
                 if current is not None and current != before:
@@ -180,7 +184,7 @@ class WorkTree:
                     self._prune(parts[:-1])
                     return
                 assert data is not None
-                if _kind(folder, name) == stat.S_IFDIR:
+                if is_folder:
                     self._set_aside(folder, name, revision)
                 if staged is not None and staged.folder == tuple(parts[:-1]):
                     os.replace(staged.name, name, src_dir_fd=folder, dst_dir_fd=folder)
@@ -263,15 +267,17 @@ def _kind(folder: int, name: str) -> int | None:
         return None
 
 
-def _open_file(folder: int, name: str) -> int | str | None:
-    """An fd of the regular file ``name`` in ``folder``, _LINK for a symlink, else None."""
+def _open_file(folder: int, name: str, *, folders: bool = False) -> int | str | None:
+    """An fd of the regular file ``name`` in ``folder``, _LINK for a symlink, else None
+    (with ``folders``, _FOLDER for a folder)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     except OSError as exc:
         return _LINK if exc.errno == errno.ELOOP else None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        return None
+        return _FOLDER if folders and stat.S_ISDIR(mode) else None
     return fd
 
 
@@ -279,8 +285,25 @@ def _sha256(fd: int | str | None) -> str | None:
     """sha256 of the file open at ``fd`` (closed), or ``fd`` itself if it is no fd."""
     if not isinstance(fd, int):
         return fd
-    with os.fdopen(fd, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+    return hashlib.sha256(_read_all(fd)).hexdigest()
+
+
+def _read_all(fd: int) -> bytes:
+    """The bytes of the regular file open at ``fd``, which is closed. Plain reads: a
+    buffered file object costs two more ``fstat``s, an ``ioctl`` and two ``lseek``s
+    (each update probes the file it replaces)."""
+    try:
+        size = os.fstat(fd).st_size
+        chunks = [os.read(fd, size + 1)]
+        while len(chunks[-1]) > size:  # it grew meanwhile: read on to its end
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size = 0
+        return b"".join(chunks) if len(chunks) > 1 else chunks[0]
+    finally:
+        os.close(fd)
 
 
 class NoTree(WorkTree):

@@ -155,15 +155,27 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _YEAR_10000 = 253_402_300_800  # seconds since the epoch
 
 
+# The last timestamp formatted, with its text: a commit formats its own ``ts`` twice
+# (the log entry, then the listing text its index row keeps) and reads format rows of
+# one timestamp in a row. One (micros, text) tuple, swapped whole: thread-safe.
+_last_ts: tuple[int | None, str] = (None, "")
+
+
 def format_ts(micros: int) -> str:
     """RFC 3339 UTC with microseconds, e.g. 2026-11-29T22:42:34.123456Z."""
+    global _last_ts
+    last = _last_ts
+    if last[0] == micros:
+        return last[1]
     seconds, fraction = divmod(micros, 1_000_000)
     if 0 <= seconds < _YEAR_10000:  # the common case, several times faster than datetime
         t = time.gmtime(seconds)
-        return (
+        text = (
             f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}T"
             f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}.{fraction:06d}Z"
         )
+        _last_ts = (micros, text)
+        return text
     when = _EPOCH + dt.timedelta(microseconds=micros)
     # Not strftime("%Y"): glibc writes year 745 as "745", which is not RFC 3339.
     return when.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

@@ -143,10 +143,21 @@ def _frontmatter(text: str) -> dict[str, object]:
 # characters; these stay far below), then ': ' and a value that YAML
 # can only read as the same string, a decimal integer, true/false, or nothing (null).
 # A string value starts with an ASCII letter (so it is no number, date or indicator)
-# and holds no character YAML gives a meaning to inside a line (':', '#', tab, ...).
+# and holds no character YAML gives a meaning to inside a plain scalar of a block
+# mapping: no '#' (a comment after a space), no tab, no ':' before a space or the end
+# (a mapping: ``plain_mapping`` checks that), nothing from ``_NOT_PLAIN``. Indicators
+# (quotes, brackets, '&', '*', '!', '|', '>', '%', '@', '`', '?', ...) only mean
+# something at a scalar's start, so past the first letter they are text, as are
+# printable non-ASCII characters (accents, dashes, emoji): what descriptions hold.
+# One ASCII class plus one non-ASCII range: finer Unicode ranges made the match 2-6x
+# slower, so the few non-ASCII characters YAML treats apart are refused afterwards.
 _PLAIN_LINE = re.compile(
-    r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +([A-Za-z][A-Za-z0-9 _.,/()+'-]*?|0|[1-9][0-9]*))? *"
+    r"([A-Za-z_][A-Za-z0-9_-]{0,199}):(?: +([A-Za-z][A-Za-z0-9 _.,/()+'\-;:!?&*%@=~\"\[\]{}|<>`^$"
+    "\x80-\U0010ffff]*?|0|[1-9][0-9]*))? *"
 )
+# Non-ASCII YAML does not read as text: C1 controls (unprintable to YAML) and NEL,
+# U+2028 and U+2029 (line breaks to YAML), surrogates, U+FFFE/U+FFFF, and the BOM.
+_NOT_PLAIN = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 # Words YAML 1.1 reads as booleans or null in some spelling; only 'true' and 'false'
 # are taken here (as YAML takes them), the rest go to the YAML parser.
 _YAML_WORDS = frozenset(("yes", "no", "true", "false", "on", "off", "null"))
@@ -155,6 +166,8 @@ _YAML_WORDS = frozenset(("yes", "no", "true", "false", "on", "off", "null"))
 def plain_mapping(head: str) -> dict[str, object] | None:
     """The frontmatter ``head`` read without YAML when every line is blank or
     ``key: plain value``; None when any line needs the YAML parser."""
+    if not head.isascii() and _NOT_PLAIN.search(head):
+        return None
     out: dict[str, object] = {}
     for line in head.split("\n"):
         if not line:
@@ -173,6 +186,8 @@ def plain_mapping(head: str) -> dict[str, object] | None:
             if value not in ("true", "false"):
                 return None
             out[key] = value == "true"
+        elif ": " in value or value[-1] == ":":
+            return None  # a mapping inside the value: YAML refuses it
         else:
             out[key] = value
     return out

@@ -30,8 +30,24 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _FORBIDDEN_CHAR = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")
 
 
+# Agent ids already found valid: a commit checks its agent's id at the store's door,
+# once per call (a pattern per segment). Bounded like _VALID_PATHS below.
+_VALID_AGENTS: set[str] = set()
+
+
 def agent_id(value: str, *, field: str = "agentId") -> str:
     """An agent id: 1–256 bytes of ``/``-separated ``[A-Za-z0-9._-]`` segments."""
+    if type(value) is str and value in _VALID_AGENTS:
+        return value
+    _check_agent_id(value, field)
+    if type(value) is str:
+        if len(_VALID_AGENTS) >= _VALID_PATHS_MAX:
+            _VALID_AGENTS.clear()
+        _VALID_AGENTS.add(value)
+    return value
+
+
+def _check_agent_id(value: str, field: str) -> None:
     if not isinstance(value, str) or not value:
         raise InvalidRequest("agent id must not be empty", field=field)
     if len(value.encode()) > MAX_AGENT_ID_BYTES:
@@ -48,7 +64,6 @@ def agent_id(value: str, *, field: str = "agentId") -> str:
                 "A-Z a-z 0-9 . _ - (no empty, '.' or '..' segment), e.g. users/alice/assistant",
                 field=field,
             )
-    return value
 
 
 def scope_id(value: str, *, field: str = "scopeId") -> str:
