@@ -14,8 +14,9 @@ makes a block of commits, and ``wal_checkpoint(PASSIVE)`` reports how many frame
 WAL holds: the pages those commits wrote. The full-text rows deferred out of the commit
 are then flushed (a search), and that flush's frames are counted apart, per document.
 Statements: every connection of the index gets a trace callback (transaction control
-included). For instruction counts, run it under ``valgrind --tool=callgrind`` at two
-``-n`` and divide the difference (see docs/benchmarks.md).
+included). For instruction counts, run it with ``--untraced`` under ``valgrind
+--tool=cachegrind --cache-sim=no`` at two ``-n`` and divide the difference by the
+writes between them (see docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -48,9 +49,11 @@ def doc(i: int, salt: str = "") -> bytes:
 class Traced:
     """Counts the statements every index connection runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, enabled: bool = True) -> None:
         self.statements: list[str] = []
         self._connect = sqlite3.connect
+        if not enabled:
+            return
 
         def connect(*args: object, **kwargs: object) -> sqlite3.Connection:
             conn = self._connect(*args, **kwargs)  # type: ignore[arg-type]
@@ -109,10 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-n", type=int, default=400, help="creates, then as many updates")
     parser.add_argument("--show", action="store_true", help="print one commit's statements")
+    parser.add_argument(
+        "--untraced",
+        action="store_true",
+        help="no statement trace (for instruction counts: tracing expands every statement)",
+    )
     parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data")
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
-    traced = Traced()
+    traced = Traced(enabled=not args.untraced)
     agent = "bench/cost"
     with tempfile.TemporaryDirectory(prefix="index-cost-", dir=args.dir) as tmp:
         root = Path(tmp)

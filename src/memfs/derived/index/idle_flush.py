@@ -10,6 +10,7 @@ and no connection), and any error leaves the rows pending for the next search.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -32,11 +33,18 @@ class IdleFlush:
         self._last = 0.0
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._pid = os.getpid()
 
     def noted(self, paths: int) -> None:
         """A committed write transaction left ``paths`` pending."""
         if paths <= 0:
             return
+        if self._pid != os.getpid():
+            # A forked child (a server's worker) has none of its parent's threads, and
+            # may have a copy of the lock as some thread held it: start afresh.
+            self._pid = os.getpid()
+            self._lock, self._wake = threading.Lock(), threading.Event()
+            self._thread, self._count = None, 0
         with self._lock:
             if self._closed:
                 return
