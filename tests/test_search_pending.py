@@ -18,6 +18,7 @@ import pytest
 from memfs.core.search import search
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
+from memfs.derived.index import Index
 
 AGENT = "team/a"
 
@@ -160,3 +161,23 @@ def test_a_flush_is_shared_by_the_whole_index_file(tmp_path: Path) -> None:
     finally:
         two.close()
         one.close()
+
+
+def test_a_session_reads_damage_and_the_clock_again_once_it_wrote(tmp_path: Path) -> None:
+    """``agent`` keeps the damage and clock it read alongside, until the session writes."""
+    idx = Index(tmp_path / "index.sqlite")
+    try:
+        with idx.write_session() as s:
+            s.put_agent("a", "A", "store-1", 1)
+            assert s.agent("a") is not None and s.damage("a") is None
+            start = s.clock()
+            s.raise_clock(start + 100)
+            assert s.clock() == start + 100
+            s.mark_damaged("a", "log/1", "bad")
+            assert s.damage("a") == ("log/1", "bad")
+            assert s.agent("b") is None and s.damage("b") is None
+        with idx.read_session() as r:
+            assert r.agent("a") is not None
+            assert (r.damage("a"), r.clock()) == (("log/1", "bad"), start + 100)
+    finally:
+        idx.close()
