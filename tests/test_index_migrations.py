@@ -19,13 +19,22 @@ from memfs.core.store import Delete, Put, Store
 from memfs.core.tokens import Signer
 from memfs.derived import index
 from memfs.derived.index.schema import MIGRATIONS
+from memfs.derived.index.search import flush
 from memfs.domain.commits import LOG_HEAD
 
 AGENT = "alice"
 
 
+def _schema_7(conn: sqlite3.Connection) -> None:
+    """Before commits left their full-text rows to a flush: every row made, no table
+    of pending paths."""
+    flush(conn)
+    conn.execute("DROP TABLE search_pending")
+
+
 def _schema_6(conn: sqlite3.Connection) -> None:
     """Before commits rows kept their change count and first changes (the console's log)."""
+    _schema_7(conn)
     conn.execute(
         "CREATE TABLE commits_6(agent_id TEXT NOT NULL, revision INTEGER NOT NULL,"
         " ts INTEGER NOT NULL, visible_at INTEGER NOT NULL, actor TEXT NOT NULL,"
@@ -82,6 +91,7 @@ OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {
     4: _schema_4,
     5: _schema_5,
     6: _schema_6,
+    7: _schema_7,
 }
 
 
@@ -159,13 +169,15 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
         # Memories written before the full-text index existed are found by their words.
         found_by_body = search(reopened, Signer(b"k" * 32), agent_id=AGENT, query="zebran")
         assert [h.path for h in found_by_body.results] == ["/memories/notes/c.md"]
-        reopened.write(AGENT, "/memories/d.md", b"new\n", actor="t")
+        reopened.write(AGENT, "/memories/d.md", b"new zebrad\n", actor="t")
+        found_new = search(reopened, Signer(b"k" * 32), agent_id=AGENT, query="zebrad")
+        assert [h.path for h in found_new.results] == ["/memories/d.md"]  # flushed
         assert [m.path for m in reopened.list_memories(AGENT, "", after=None, limit=100)[0]] == [
             "/memories/a.md",
             "/memories/b.md",
             "/memories/d.md",
             "/memories/notes/c.md",
         ]
-        assert reopened.agent_stats(AGENT) == (4, before_stats[1] + len(b"new\n"))
+        assert reopened.agent_stats(AGENT) == (4, before_stats[1] + len(b"new zebrad\n"))
     finally:
         reopened.close()

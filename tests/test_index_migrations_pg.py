@@ -20,8 +20,13 @@ AGENT = "alice"
 BULK = "bulk"
 
 
+def _schema_7(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Schema 8's step (search_pending) is the SQLite index's: the same shape here."""
+
+
 def _schema_6(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Before commits rows kept their change count and first changes (the console's log)."""
+    _schema_7(conn)
     conn.execute("ALTER TABLE commits DROP COLUMN change_count, DROP COLUMN head_changes")
 
 
@@ -74,6 +79,7 @@ OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
     4: _schema_4,
     5: _schema_5,
     6: _schema_6,
+    7: _schema_7,
 }
 
 

@@ -19,6 +19,7 @@ import pytest
 from memfs.canonical import layout
 from memfs.canonical.durable import TEMP_PREFIX
 from memfs.core import healing, inspect, maintenance
+from memfs.core.search import search
 from memfs.core.store import Delete, Put, Store
 from memfs.core.tokens import Signer
 from memfs.derived.index import FolderEntry, MemoryRow
@@ -209,6 +210,8 @@ def test_reindex_keeps_metadata_that_compare_equal_apart_and_the_search_rows(
     before = snapshot(store)
     kinds = [store.read(agent, f"/memories/meta/m{i}.md").metadata["v"] for i in range(7)]
     assert [repr(v) for v in kinds] == ["True", "1", "1.0", "0.0", "-0.0", "1", "True"]
+    # A search first makes the full-text rows the commits left pending (search.flush).
+    search(store, Signer(b"k" * 32), agent_id=agent, query="body")
     texts = search_rows(data)
     assert len(texts) == 5 + 1 + 7  # alice's live memories, bob's, the seven
     store.close()

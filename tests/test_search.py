@@ -248,6 +248,8 @@ def test_fsck_reports_a_missing_or_stale_full_text_row_and_reindex_rebuilds_it(
     api.must_write("/memories/b.md", "gannet\n")
     store = api.app.services.store
     assert fsck_derived(store) == []
+    # A search makes the full-text rows the commits left pending (search.flush).
+    assert paths_of(query(api, {"query": "puffin"})) == ["/memories/a.md"]
     with store.index.write() as conn:  # damage the derived state by hand
         conn.execute(
             "DELETE FROM search_fts WHERE rowid=(SELECT doc FROM search_docs WHERE path=?)",

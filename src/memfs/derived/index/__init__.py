@@ -14,6 +14,8 @@ Tables (schema ``SCHEMA_VERSION``):
   damage(agent_id, file, reason)         agents found damaged (their routes answer 503)
   search_docs(doc, agent_id, path, sha256) + search_fts(path, description, body)
                                           the FTS5 full-text index of live memories
+  search_pending(agent_id, path)          paths whose full-text rows wait for a flush
+                                          (written by commits; search.flush)
   links(agent_id, path, version, idx, target, visible_from)
                                           each stored version's links (inspect's edges)
   meta(key, value)                        schema version and the visibility clock

@@ -39,6 +39,26 @@ def agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
     return AgentRow(*row) if row else None
 
 
+# The agent's row, its damage and the clock: one row whatever exists (a commit's
+# planning needed three statements for them).
+_AGENT_HEAD = (
+    "SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
+    " d.file, d.reason, m.value FROM (SELECT 1) one"
+    " LEFT JOIN agents a ON a.agent_id=?1 LEFT JOIN damage d ON d.agent_id=?1"
+    " LEFT JOIN meta m ON m.key='clock'"
+)
+
+
+def agent_head(
+    conn: sqlite3.Connection, agent_id: str
+) -> tuple[AgentRow | None, tuple[str, str] | None, int]:
+    """(the agent's row, its damage as (file, reason), the clock) in one statement."""
+    row = conn.execute(_AGENT_HEAD, (agent_id,)).fetchone()
+    damage = (str(row[6]), str(row[7])) if row[6] is not None else None
+    found = AgentRow(*row[:6]) if row[0] is not None else None
+    return found, damage, int(row[8]) if row[8] is not None else 0
+
+
 def agents(conn: sqlite3.Connection, prefix: str, after: str | None, limit: int) -> list[AgentRow]:
     lower, op = (after, ">") if after is not None and after >= prefix else (prefix, ">=")
     rows = conn.execute(

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from memfs.derived.index.links import LINKS_TABLE, fill_links
 from memfs.derived.index.rows import listing_text
-from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, index_doc
+from memfs.derived.index.search import DOCS_TABLE, FTS_TABLE, PENDING_TABLE, index_doc
 from memfs.domain.commits import LOG_HEAD
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 # A commit's changes (its log entry's, inline contents taken out), and before them its
@@ -90,7 +90,7 @@ CREATE TABLE IF NOT EXISTS damage(
   agent_id TEXT PRIMARY KEY, file TEXT NOT NULL, reason TEXT NOT NULL
 ) WITHOUT ROWID;
 """
-    + f"{DOCS_TABLE};\n{FTS_TABLE};\n{LINKS_TABLE};\n"
+    + f"{DOCS_TABLE};\n{FTS_TABLE};\n{PENDING_TABLE};\n{LINKS_TABLE};\n"
 )
 
 
@@ -105,7 +105,7 @@ DERIVED_TABLES = (
     "runs",
     "run_steps",
     "damage",
-    "search_docs",  # with its search_fts rows (see search.drop_docs)
+    "search_docs",  # with its search_fts and search_pending rows (see search.drop_docs)
     "links",
 )
 
@@ -172,6 +172,12 @@ def _add_commit_heads(conn: sqlite3.Connection) -> None:
         conn.execute(statement)
 
 
+def _add_search_pending(conn: sqlite3.Connection) -> None:
+    """The paths whose full-text rows wait for a flush (search.py): none yet, every row
+    of an older index was written by its commit."""
+    conn.execute(PENDING_TABLE)
+
+
 def _nothing(conn: sqlite3.Connection) -> None:
     """A step with nothing to do on this engine (see MIGRATIONS)."""
 
@@ -202,6 +208,8 @@ MIGRATIONS = (
     # The console's log reads a commit's change count and first changes, not every
     # change of a bulk commit.
     Migration("commit_heads", 6, _add_commit_heads),
+    # A commit records the paths it changes; their full-text rows are made by a flush.
+    Migration("search_pending", 7, _add_search_pending),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 

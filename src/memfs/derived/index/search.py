@@ -4,9 +4,18 @@
 ``doc``; ``search_fts`` holds, under that rowid, three columns: the path (relative to
 /memories), the frontmatter description and the body (the text after the
 frontmatter). The tokenizer is ``porter unicode61 remove_diacritics 2``: case- and
-accent-folded words, stemmed for English. Both tables are written in the transaction
-of the commit that changes the memory, so a search is never staler than a listing.
-``sha256`` is the content the row was made from: what fsck compares with the log.
+accent-folded words, stemmed for English. ``sha256`` is the content the row was made
+from: what fsck compares with the log.
+
+A commit does not write them: it records each path it changes in ``search_pending``
+(``mark``), one small row, and ``flush`` brings the two tables to the live memories of
+those paths later, many documents per transaction. An FTS5 insert in a transaction of
+its own writes its content row, its size row, a new level-0 segment and the index's
+structure and averages records (about ten of a create's 26 WAL pages); a flush of a
+few hundred documents writes one segment for all of them. Every search flushes first
+(the pending rows are in the same file, so a search in any process sees every commit
+acknowledged before it), as do erasing an agent and merging the segments; an idle
+flush in the background (``connection.Index``) keeps the backlog short.
 """
 
 from __future__ import annotations
@@ -26,6 +35,14 @@ FTS_TABLE = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5("
     "path, description, body, tokenize='porter unicode61 remove_diacritics 2')"
 )
+# The paths whose full-text rows are behind their live memory (written by commits,
+# emptied by ``flush``). Keyed by path, not by ``doc``: a commit need not touch
+# ``search_docs`` (and its UNIQUE index) at all.
+PENDING_TABLE = """CREATE TABLE IF NOT EXISTS search_pending(
+  agent_id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY(agent_id, path)
+) WITHOUT ROWID"""
+# Documents a flush indexes per statement batch; a background flush commits after each.
+FLUSH_BATCH = 500
 
 # bm25() column weights (path, description, body): a word in the description counts
 # as much as eight in the body, one in the path as four; see docs/design-notes.md.
@@ -66,13 +83,86 @@ def index_doc(
     )
 
 
-def unindex_doc(conn: sqlite3.Connection, agent_id: str, path: str) -> None:
-    """Forget the memory at ``path`` (deleted, or renamed away)."""
-    row = conn.execute(
-        "DELETE FROM search_docs WHERE agent_id=? AND path=? RETURNING doc", (agent_id, path)
-    ).fetchone()
-    if row is not None:
-        conn.execute("DELETE FROM search_fts WHERE rowid=?", (row[0],))
+def mark(conn: sqlite3.Connection, agent_id: str, path: str) -> None:
+    """The full-text row of ``path`` is to be brought to its live memory (a commit
+    changed it): ``flush`` does it."""
+    conn.execute("INSERT OR IGNORE INTO search_pending VALUES(?,?)", (agent_id, path))
+
+
+def pending(conn: sqlite3.Connection) -> bool:
+    """Whether some full-text rows wait for a flush (in this snapshot)."""
+    return bool(conn.execute("SELECT EXISTS(SELECT 1 FROM search_pending)").fetchone()[0])
+
+
+# Each pending path with its live memory (none: deleted, or renamed away), the cached
+# content its full-text row is made from (none: not cached, the row is made without a
+# body and with no sha256, so fsck reports it stale, as a commit made it before) and
+# its ``doc`` if it has one.
+_PENDING_ROWS = (
+    "SELECT p.agent_id, p.path, m.sha256, m.description, b.content, d.doc"
+    " FROM search_pending p"
+    " LEFT JOIN memories m ON m.agent_id=p.agent_id AND m.path=p.path"
+    " LEFT JOIN blobs b ON b.agent_id=m.agent_id AND b.sha256=m.sha256"
+    " LEFT JOIN search_docs d ON d.agent_id=p.agent_id AND d.path=p.path LIMIT ?"
+)
+# The next free ``doc``: past every search_docs row and every full-text row (a row left
+# by hand must not collide with a new one).
+_TOP_DOC = (
+    "SELECT MAX(COALESCE((SELECT MAX(doc) FROM search_docs), 0),"
+    " COALESCE((SELECT rowid FROM search_fts ORDER BY rowid DESC LIMIT 1), 0))"
+)
+
+
+def flush(conn: sqlite3.Connection, *, batches: int | None = None) -> int:
+    """Bring every pending path's full-text row to its live memory, in the caller's
+    write transaction (``batches``: at most that many batches of ``FLUSH_BATCH``);
+    the number of paths done. A batch is a few statements, whatever its size: the old
+    rows out (FTS5 reads each one's text back to remove its words), then the new ones
+    in as one ``executemany``, which FTS5 keeps in memory and writes as one segment.
+    A document keeps its ``doc`` across updates; a new one gets the next free number."""
+    done = 0
+    while batches is None or batches > 0:
+        rows = conn.execute(_PENDING_ROWS, (FLUSH_BATCH,)).fetchall()
+        if not rows:
+            break
+        old = [r[5] for r in rows if r[5] is not None]
+        if old:
+            marks = ",".join("?" * len(old))
+            conn.execute(f"DELETE FROM search_fts WHERE rowid IN ({marks})", old)
+            conn.executemany(
+                "DELETE FROM search_docs WHERE doc=?",
+                [(r[5],) for r in rows if r[2] is None and r[5] is not None],
+            )
+        (top,) = conn.execute(_TOP_DOC).fetchone()
+        docs: list[tuple[int, str, str, str | None]] = []
+        texts: list[tuple[int, str, str, str]] = []
+        for agent_id, path, sha256, description, content, doc in rows:
+            if sha256 is None:
+                continue  # not live: its rows are gone
+            if doc is None:
+                top += 1
+                doc = top
+            data = bytes(content) if content is not None else None
+            docs.append((doc, agent_id, path, sha256 if data is not None else None))
+            body = body_text(data) if data is not None else ""
+            texts.append((doc, path_text(path), description or "", body))
+        conn.executemany(
+            "INSERT INTO search_docs(doc, agent_id, path, sha256) VALUES(?,?,?,?)"
+            " ON CONFLICT(doc) DO UPDATE SET sha256=excluded.sha256",
+            docs,
+        )
+        conn.executemany(
+            "INSERT INTO search_fts(rowid, path, description, body) VALUES(?,?,?,?)", texts
+        )
+        conn.executemany(
+            "DELETE FROM search_pending WHERE agent_id=? AND path=?", [r[:2] for r in rows]
+        )
+        done += len(rows)
+        if len(rows) < FLUSH_BATCH:
+            break
+        if batches is not None:
+            batches -= 1
+    return done
 
 
 def index_docs(
@@ -111,22 +201,29 @@ def index_docs(
 
 
 def drop_docs(conn: sqlite3.Connection, agent_id: str | None) -> None:
-    """Forget every indexed memory of an agent (None: of every agent)."""
+    """Forget every indexed memory of an agent (None: of every agent), and its pending
+    paths: each full-text row is under a ``search_docs`` row until a flush removes both,
+    so no row of the agent is left behind."""
     if agent_id is None:
         conn.execute("DELETE FROM search_fts")
         conn.execute("DELETE FROM search_docs")
+        conn.execute("DELETE FROM search_pending")
         return
     conn.execute(
         "DELETE FROM search_fts WHERE rowid IN (SELECT doc FROM search_docs WHERE agent_id=?)",
         (agent_id,),
     )
     conn.execute("DELETE FROM search_docs WHERE agent_id=?", (agent_id,))
+    conn.execute("DELETE FROM search_pending WHERE agent_id=?", (agent_id,))
 
 
 def purge(conn: sqlite3.Connection) -> None:
     """Merge the full-text index into one segment: FTS5 deletes only mark words deleted
     in old segments; merging drops them, and secure_delete zeroes the freed pages, so an
-    erased agent's words leave the file (SQLite 3.40 has no FTS5 secure-delete)."""
+    erased agent's words leave the file (SQLite 3.40 has no FTS5 secure-delete). The
+    pending paths are flushed first: a memory deleted before the erase still has its
+    row until then."""
+    flush(conn)
     conn.execute("INSERT INTO search_fts(search_fts) VALUES('optimize')")
 
 
@@ -272,10 +369,18 @@ def passage(columns: Sequence[object]) -> str:
 
 def search_rows(conn: sqlite3.Connection, agent_id: str) -> dict[str, str | None]:
     """path → the sha256 its full-text row was made from (None: made without its
-    content), for the agent's rows that have their FTS5 row: what fsck checks."""
+    content), for the agent's rows that have their FTS5 row: what fsck checks. A
+    pending path counts as the row the next flush makes of it (read in this snapshot,
+    not flushed: fsck's other reads share it)."""
     rows = conn.execute(
         "SELECT d.path, d.sha256 FROM search_docs d WHERE d.agent_id=?"
-        " AND EXISTS(SELECT 1 FROM search_fts f WHERE f.rowid=d.doc)",
-        (agent_id,),
+        " AND EXISTS(SELECT 1 FROM search_fts f WHERE f.rowid=d.doc)"
+        " AND NOT EXISTS(SELECT 1 FROM search_pending p WHERE p.agent_id=d.agent_id"
+        " AND p.path=d.path)"
+        " UNION ALL SELECT p.path, CASE WHEN b.sha256 IS NULL THEN NULL ELSE m.sha256 END"
+        " FROM search_pending p JOIN memories m ON m.agent_id=p.agent_id AND m.path=p.path"
+        " LEFT JOIN blobs b ON b.agent_id=m.agent_id AND b.sha256=m.sha256"
+        " WHERE p.agent_id=?",
+        (agent_id, agent_id),
     )
     return {str(path): sha for path, sha in rows}

@@ -24,13 +24,37 @@ from memfs.domain.records import (
 
 
 class SqliteRead:
-    """A read snapshot; ``conn`` is the connection its transaction runs on."""
+    """A read snapshot; ``conn`` is the connection its transaction runs on.
 
-    def __init__(self, conn: Connection) -> None:
+    ``agent`` reads the agent's row, its damage and the clock in one statement (a
+    commit's planning asks for all three) and keeps the last two for ``damage`` and
+    ``clock``, as the PostgreSQL sessions do: valid while the snapshot holds and this
+    connection wrote nothing since (``total_changes``). ``heads=False`` (the
+    per-thread session of single statements, each its own snapshot) keeps nothing.
+    ``flush`` indexes the pending full-text rows in a write transaction of its own
+    (``Index.flush_search``); a search runs it first when its snapshot has some.
+    """
+
+    def __init__(
+        self, conn: Connection, flush: Callable[[], None] | None = None, *, heads: bool = True
+    ) -> None:
         self.conn = conn
+        self._flush = flush
+        self._heads = heads
+        # (agent_id, damage, clock, conn.total_changes when read)
+        self._head: tuple[str, tuple[str, str] | None, int, int] | None = None
 
     def agent(self, agent_id: str) -> AgentRow | None:
-        return reads.agent(self.conn, agent_id)
+        row, damage, clock = reads.agent_head(self.conn, agent_id)
+        if self._heads:
+            self._head = (agent_id, damage, clock, self.conn.total_changes)
+        return row
+
+    def _kept(self) -> tuple[str, tuple[str, str] | None, int, int] | None:
+        head = self._head
+        if head is not None and head[3] != self.conn.total_changes:
+            head = self._head = None  # written since: read again
+        return head
 
     def agent_heads(self) -> list[tuple[str, int]]:
         return reads.agent_heads(self.conn)
@@ -74,6 +98,9 @@ class SqliteRead:
         )
 
     def damage(self, agent_id: str) -> tuple[str, str] | None:
+        head = self._kept()
+        if head is not None and head[0] == agent_id:
+            return head[1]
         return writes.damage(self.conn, agent_id)
 
     def damaged_agents(self) -> list[tuple[str, str, str]]:
@@ -190,6 +217,9 @@ class SqliteRead:
         )
 
     def clock(self) -> int:
+        head = self._kept()
+        if head is not None:
+            return head[2]
         return writes.clock(self.conn)
 
     def version_rows(
@@ -232,19 +262,56 @@ class SqliteRead:
         limit: int,
         offset: int,
     ) -> list[SearchHit]:
+        if search.pending(self.conn):
+            self._flush_pending()
         return search.search(self.conn, match, target, folder, filters, limit, offset)
+
+    def _flush_pending(self) -> None:
+        """Index the pending full-text rows, so the search finds every commit made
+        before it: in a write transaction of its own, the snapshot of this session
+        moving past it (a read session cannot write; a search is the only query of its
+        session in the core)."""
+        if self._flush is None:
+            return
+        was = self.conn.in_transaction
+        if was:
+            self.conn.execute("COMMIT")
+        self._head = None
+        try:
+            self._flush()
+        finally:
+            if was:
+                self.conn.execute("BEGIN")
 
     def search_rows(self, agent_id: str) -> dict[str, str | None]:
         return search.search_rows(self.conn, agent_id)
 
 
 class SqliteWrite(SqliteRead):
-    """A write transaction holding the index's write lock."""
+    """A write transaction holding the index's write lock. ``marked`` counts the
+    paths its commits left for a full-text flush (the index's idle flush reads it)."""
+
+    marked = 0
 
     def apply_commit(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool:
-        return writes.apply_commit(self.conn, commit, visible_at, contents, entry)
+        applied = writes.apply_commit(self.conn, commit, visible_at, contents, entry)
+        if applied:
+            self.marked += len(commit.changes)
+        return applied
+
+    def search(
+        self,
+        match: str,
+        target: tuple[str, str],
+        folder: str,
+        filters: Sequence[tuple[str, str]],
+        limit: int,
+        offset: int,
+    ) -> list[SearchHit]:
+        search.flush(self.conn)  # in this transaction: it holds the write lock
+        return search.search(self.conn, match, target, folder, filters, limit, offset)
 
     def bulk_load(
         self,

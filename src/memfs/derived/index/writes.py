@@ -99,7 +99,7 @@ def apply_commit(
             if once and change.before is not None and closed is not None:
                 gone += 1
                 gone_bytes += closed[0]
-        description, metadata = change.description, change.metadata
+        metadata = change.metadata
         meta_json = metadata_json(change)
         conn.execute(
             "INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,NULL,?,NULL)",
@@ -111,7 +111,7 @@ def apply_commit(
             )
         if change.after is None:
             conn.execute("DELETE FROM memories WHERE agent_id=? AND path=?", (agent, change.path))
-            search.unindex_doc(conn, agent, change.path)
+            search.mark(conn, agent, change.path)
             continue
         # An update keeps the memory's created_at.
         conn.execute(
@@ -139,7 +139,8 @@ def apply_commit(
                 "SELECT content FROM blobs WHERE agent_id=? AND sha256=?", (agent, change.after)
             ).fetchone()
             content = bytes(row[0]) if row is not None else None
-        search.index_doc(conn, agent, change.path, change.after, description, content)
+        # Its full-text row is made later, many documents at a time (search.flush).
+        search.mark(conn, agent, change.path)
         add_links(conn, link_rows(agent, change.path, change.version, visible_at, content))
     name_sql = ", name=?" if commit.agent_name is not None else ""
     count, size = live_delta(commit)
