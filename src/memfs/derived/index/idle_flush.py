@@ -20,6 +20,18 @@ log = logging.getLogger("memfs.index")
 IDLE_S = 0.05  # no commit for this long: flush
 EVERY = 256  # or this many paths waiting: flush now (one segment per batch)
 
+# Forks of this process so far, counted by a fork hook: ``noted`` runs on every commit,
+# and comparing a counter costs no getpid system call.
+_forks = 0
+
+
+def _after_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
 
 class IdleFlush:
     """Calls ``flush`` in a thread of its own after ``noted`` paths, once idle."""
@@ -33,16 +45,16 @@ class IdleFlush:
         self._last = 0.0
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._pid = os.getpid()
+        self._forks = _forks
 
     def noted(self, paths: int) -> None:
         """A committed write transaction left ``paths`` pending."""
         if paths <= 0:
             return
-        if self._pid != os.getpid():
+        if self._forks != _forks:
             # A forked child (a server's worker) has none of its parent's threads, and
             # may have a copy of the lock as some thread held it: start afresh.
-            self._pid = os.getpid()
+            self._forks = _forks
             self._lock, self._wake = threading.Lock(), threading.Event()
             self._thread, self._count = None, 0
         with self._lock:
