@@ -69,27 +69,55 @@ _LOCK_ALL = "SELECT pg_advisory_xact_lock(%s::int8)"
 # session that stamped rows with given stamps from ``least`` to ``most``, past them all,
 # shifted past the clock when it had reached the least (their order kept): then
 # ``clock - most`` is the shift each stamp gets. NULLs: nothing asked, nothing stamped.
-_CLOCK_STEP = "UPDATE meta SET value=GREATEST(value, %s::int8, %s::int8 + GREATEST(0, value + 1 - %s::int8)) WHERE key='clock'"
-# Each template reads the shift (the clock as this transaction wrote it, minus the
-# session's highest given stamp) first and last; rows are untouched when it is 0.
-_SHIFT = "((SELECT value FROM meta WHERE key='clock') - %s)"
-_PAIRS = "(path, version) IN (SELECT * FROM unnest(%s::text[], %s::int8[]))"
-_SHIFT_COMMIT = (
-    f"UPDATE commits SET visible_at=visible_at + {_SHIFT} WHERE agent_id=%s AND revision=%s"
-    f" AND {_SHIFT} > 0"
+# The stamped rows move with it, in the same statement (one statement, not one per kind
+# of row: each costs the server and this client about as much as a small commit's row):
+# each data-modifying CTE reads the shift from the clock's RETURNING, and is skipped as a
+# whole (a one-time filter on the uncorrelated sub-select) when it is not positive, as
+# it is unless another agent's commit took the clock past a stamp meanwhile. A version
+# row may be both opened and closed by one session (two commits of a path in a batch):
+# it is named once, with both flags, since a statement must not update a row twice.
+_CLOCK_STEP = (
+    "WITH clock AS (UPDATE meta SET value=GREATEST(value, %s::int8,"
+    " %s::int8 + GREATEST(0, value + 1 - %s::int8)) WHERE key='clock'"
+    " RETURNING value - %s::int8 AS shift),"
+    " c AS (UPDATE commits t SET visible_at=t.visible_at + (SELECT shift FROM clock)"
+    " FROM unnest(%s::text[], %s::int8[]) s(agent_id, revision)"
+    " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.revision=s.revision),"
+    " v AS (UPDATE versions t SET"
+    " visible_from=t.visible_from + CASE WHEN s.opened THEN (SELECT shift FROM clock) ELSE 0 END,"
+    " visible_to=t.visible_to + CASE WHEN s.closed THEN (SELECT shift FROM clock) ELSE 0 END"
+    " FROM unnest(%s::text[], %s::text[], %s::int8[], %s::bool[], %s::bool[])"
+    " s(agent_id, path, version, opened, closed)"
+    " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.path=s.path"
+    " AND t.version=s.version),"
+    " r AS (UPDATE run_steps t SET visible_at=t.visible_at + (SELECT shift FROM clock)"
+    " FROM unnest(%s::text[], %s::text[], %s::int8[]) s(agent_id, run_id, seq)"
+    " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.run_id=s.run_id"
+    " AND t.seq=s.seq)"
+    " SELECT 1"
 )
-_SHIFT_OPENED = (
-    f"UPDATE versions SET visible_from=visible_from + {_SHIFT} WHERE agent_id=%s"
-    f" AND {_PAIRS} AND {_SHIFT} > 0"
-)
-_SHIFT_CLOSED = (
-    f"UPDATE versions SET visible_to=visible_to + {_SHIFT} WHERE agent_id=%s"
-    f" AND {_PAIRS} AND {_SHIFT} > 0"
-)
-_SHIFT_STEP = (
-    f"UPDATE run_steps SET visible_at=visible_at + {_SHIFT} WHERE agent_id=%s AND run_id=%s"
-    f" AND seq=%s AND {_SHIFT} > 0"
-)
+
+
+class _Stamped:
+    """The rows a session stamped with given stamps, by kind: what the clock step
+    shifts."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, int]] = []
+        self.versions: dict[tuple[str, str, int], list[bool]] = {}  # -> [opened, closed]
+        self.steps: list[tuple[str, str, int]] = []
+
+    def version(self, agent_id: str, path: str, version: int, *, opened: bool) -> None:
+        flags = self.versions.setdefault((agent_id, path, version), [False, False])
+        flags[0 if opened else 1] = True
+
+    def params(self) -> list[Any]:
+        """The arrays of ``_CLOCK_STEP`` after its four clock parameters."""
+        versions = [(*key, *flags) for key, flags in self.versions.items()]
+        out: list[Any] = []
+        for rows, width in ((self.commits, 2), (versions, 5), (self.steps, 3)):
+            out.extend([row[i] for row in rows] for i in range(width))
+        return out
 
 
 def agent_key(agent_id: str) -> int:
@@ -163,7 +191,7 @@ class PgWrite(PgRead):
         self._everything = False  # holds WRITE_LOCK exclusively
         self._raise_to: int | None = None  # the clock is raised to at least this
         self._given: tuple[int, int] | None = None  # least and most stamp given to rows
-        self._shifts: list[tuple[str, Sequence[Any]]] = []  # the stamped rows
+        self._stamps = _Stamped()  # the rows stamped with given stamps
         self._later = _Later()
         self._began = begin
         if begin is not None:
@@ -221,20 +249,20 @@ class PgWrite(PgRead):
     def _raise(self, at: int) -> None:
         self._raise_to = at if self._raise_to is None else max(self._raise_to, at)
 
-    def _stamped(self, at: int, shift: str, params: Sequence[Any]) -> None:
-        """Rows were stamped ``at``: ``shift`` moves them with the clock step."""
+    def _stamped(self, at: int) -> _Stamped:
+        """Rows are being stamped ``at``: where to name them, for the clock step."""
         least, most = self._given or (at, at)
         self._given = (min(least, at), max(most, at))
-        self._shifts.append((shift, params))
+        return self._stamps
 
     def finish(self) -> None:
         """COMMIT, after the statements held for later and, when the session stamped
         rows or raised the clock, the clock step: all in one round trip."""
         if self._given is not None or self._raise_to is not None:
             least, most = self._given or (None, None)
-            self._later.execute(_CLOCK_STEP, (self._raise_to, most, least))
-            for sql, params in self._shifts:
-                self._later.execute(sql, (most, *params, most))
+            self._later.execute(
+                _CLOCK_STEP, (self._raise_to, most, least, most, *self._stamps.params())
+            )
         if self._later.sql == [(self._began, None)]:
             self._later.take()  # nothing was asked or written: nothing to send
             return
@@ -254,13 +282,12 @@ class PgWrite(PgRead):
         # (or the next statement waited for), rather than one round trip each.
         self._apply_changes(commit, visible_at, contents, self._later)
         agent = commit.agent_id
-        opened = [(c.path, c.version) for c in commit.changes]
-        closed = [(p, v - 1) for p, v in opened if v > 1]
-        self._stamped(visible_at, _SHIFT_COMMIT, (agent, commit.revision))
-        for shift, pairs in ((_SHIFT_OPENED, opened), (_SHIFT_CLOSED, closed)):
-            if pairs:
-                paths, versions = zip(*pairs, strict=True)
-                self._stamped(visible_at, shift, (agent, list(paths), list(versions)))
+        stamps = self._stamped(visible_at)
+        stamps.commits.append((agent, commit.revision))
+        for change in commit.changes:
+            stamps.version(agent, change.path, change.version, opened=True)
+            if change.version > 1:
+                stamps.version(agent, change.path, change.version - 1, opened=False)
         return True
 
     def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
@@ -467,7 +494,7 @@ class PgWrite(PgRead):
             (agent_id, run_id, seq, at, visible_at, kind, attempt, detail),
         )
         if added.rowcount:  # a step already there keeps its stamp
-            self._stamped(visible_at, _SHIFT_STEP, (agent_id, run_id, seq))
+            self._stamped(visible_at).steps.append((agent_id, run_id, seq))
 
     def purge_search(self) -> None:
         """Nothing to merge: a deleted row's words live only in its dead tuple and GIN
