@@ -10,7 +10,7 @@ PostgreSQL text cannot hold NUL, so a bound ending in "\\x00" (the inspect walke
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg import Connection, Cursor
@@ -128,12 +128,8 @@ class PgRead:
         if self._begin is None:
             self.conn.execute("COMMIT")
 
-    def _run(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Cursor[Row]:
-        args: list[Any] | dict[str, Any]
-        if isinstance(params, Mapping):  # %(name)s placeholders
-            args = {name: encode_text(value) for name, value in params.items()}
-        else:
-            args = [encode_text(p) for p in params]
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Row]:
+        args = [encode_text(p) for p in params]
         if self._begin is None:
             return self.conn.execute(sql, args)
         # The first statement goes with BEGIN, in one pipeline: one round trip, not two.

@@ -98,25 +98,19 @@ GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc
 PATH_WORD_BYTES = 4 * 1024
 DESCRIPTION_WORD_BYTES = 16 * 1024
 BODY_WORD_BYTES = 160 * 1024
-# A row's tsvector from its path's, description's and body's words (``{}``: each).
-DOC_SQL = (
-    f"setweight(to_tsvector('{CONFIG}', {{}}), 'B')"
-    f" || setweight(to_tsvector('{CONFIG}', {{}}), 'A')"
-    f" || setweight(to_tsvector('{CONFIG}', {{}}), 'D')"
-)
-_DOC = DOC_SQL.format("%s", "%s", "%s")
-# What an upsert of a row sets when the path has one already.
-DOC_UPDATE = (
-    "sha256=excluded.sha256, description=excluded.description, body=excluded.body,"
-    " doc=excluded.doc, path_words=excluded.path_words,"
-    " folded_path_words=excluded.folded_path_words,"
-    " folded_description=excluded.folded_description, folded_body=excluded.folded_body"
+_DOC = (
+    f"setweight(to_tsvector('{CONFIG}', %s), 'B')"
+    f" || setweight(to_tsvector('{CONFIG}', %s), 'A')"
+    f" || setweight(to_tsvector('{CONFIG}', %s), 'D')"
 )
 _UPSERT = (
     "INSERT INTO search_docs(agent_id, path, sha256, description, body, path_words,"
     " folded_path_words, folded_description, folded_body, doc)"
     f" VALUES(%s, %s, %s, %s, %s, %s, %s, %s, %s, {_DOC})"
-    f" ON CONFLICT(agent_id, path) DO UPDATE SET {DOC_UPDATE}"
+    " ON CONFLICT(agent_id, path) DO UPDATE SET sha256=excluded.sha256,"
+    " description=excluded.description, body=excluded.body, doc=excluded.doc,"
+    " path_words=excluded.path_words, folded_path_words=excluded.folded_path_words,"
+    " folded_description=excluded.folded_description, folded_body=excluded.folded_body"
 )
 _REFRESH = (
     "UPDATE search_docs SET path_words=%s, folded_path_words=%s, folded_description=%s,"
@@ -146,20 +140,13 @@ def index_doc(
 ) -> None:
     """(Re)index the live memory at ``path``; ``content`` None: not at hand (a row
     without a body and without a sha256, as the SQLite index makes)."""
-    conn.execute(_UPSERT, (agent_id, *doc_fields(path, sha256, description, content)))
-
-
-def doc_fields(
-    path: str, sha256: str | None, description: str | None, content: bytes | None
-) -> tuple[str | None, ...]:
-    """A search_docs row after its agent_id, as ``index_doc`` writes it: path, sha256,
-    description, body, the path's words, the three folded copies, then the path's,
-    description's and body's words (made into the row's tsvector by ``DOC_SQL``)."""
     if content is None:
         sha256 = None
     body = _clean(body_text(content)) if content is not None else ""
     described = _clean(description or "")
-    return (path, sha256, described, body, *_derived(path, described, body))
+    conn.execute(
+        _UPSERT, (agent_id, path, sha256, described, body, *_derived(path, described, body))
+    )
 
 
 def refresh_doc(conn: Conn, agent_id: str, path: str, description: str, body: str) -> None:

@@ -30,13 +30,13 @@ import functools
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from psycopg import Cursor
 
 from memfs.derived.index.links import link_rows
-from memfs.derived.index.postgres import apply, search
+from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
 from memfs.derived.index.postgres.schema import ADD_LINK
 from memfs.derived.index.rows import (
@@ -196,9 +196,7 @@ class PgWrite(PgRead):
         if begin is not None:
             self._later.execute(begin)  # sent with the first statement waited for
 
-    def _send(
-        self, last: tuple[str, Sequence[Any] | Mapping[str, Any]] | None = None
-    ) -> Cursor[Any] | None:
+    def _send(self, last: tuple[str, Sequence[Any]] | None = None) -> Cursor[Any] | None:
         """Send the statements held for later, then ``last``, in one pipeline; the
         cursor of ``last`` (holding its answer)."""
         held = self._later.take()
@@ -210,7 +208,7 @@ class PgWrite(PgRead):
                 cur = super()._run(*last)
         return cur
 
-    def _run(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Cursor[Any]:
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
         """Run ``sql`` now, after the statements held for later, in the same round
         trip: the cursor holds the answer of ``sql``."""
         self._forget_head()
@@ -275,19 +273,13 @@ class PgWrite(PgRead):
     def apply_commit(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool:
-        """Record ``commit`` (idempotent: False if its revision is already there): in
-        one statement (``apply.py``) when it can be, else a statement per row."""
+        """Record ``commit`` (idempotent: False if its revision is already there)."""
         self.lock_agent(commit.agent_id)
-        params = apply.rows(commit, visible_at, contents, summary(entry))
-        if params is not None:
-            if self._run(apply.SQL, params).fetchone() != (1,):
-                return False
-        else:
-            if self._insert_commit(commit, visible_at, entry).rowcount == 0:
-                return False
-            # The rest depends on no answer: held, and sent with the clock step and
-            # COMMIT (or the next statement waited for), rather than one round trip each.
-            self._apply_changes(commit, visible_at, contents, self._later)
+        if self._insert_commit(commit, visible_at, entry).rowcount == 0:
+            return False
+        # The rest depends on no answer: held, and sent with the clock step and COMMIT
+        # (or the next statement waited for), rather than one round trip each.
+        self._apply_changes(commit, visible_at, contents, self._later)
         agent = commit.agent_id
         stamps = self._stamped(visible_at)
         stamps.commits.append((agent, commit.revision))
