@@ -122,3 +122,45 @@ def test_a_commit_sends_its_clock_step_and_shifts_as_one_statement(
     after_rows = sent[next(i for i, q in enumerate(sent) if "meta SET value" in q) :]
     assert len(after_rows) == 2 and after_rows[-1] == "COMMIT", after_rows
     assert not any(q.startswith("UPDATE commits SET visible_at") for q in sent)
+
+
+def test_a_commit_after_its_agents_row_is_two_round_trips_and_still_idempotent(
+    idx: PostgresIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group commit reads the agent's row under its lock, then applies: the commit
+    row's insert needs no answer of its own (the row said the commit is new), so the
+    session is two round trips (BEGIN, lock and row; the rows, the clock step and
+    COMMIT), not three. The same commit applied again in that session is refused."""
+    trips: list[str] = []
+    execute = psycopg.Connection.execute
+    pipeline = psycopg.Connection.pipeline
+
+    def counting(self: psycopg.Connection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        if self._pipeline is None:
+            trips.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    def piped(self: psycopg.Connection[Any]) -> Any:
+        if self._pipeline is None:
+            trips.append("pipeline")
+        return pipeline(self)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
+    data = b"v1\n"
+    sha = hashlib.sha256(data).hexdigest()
+    change = Change("/memories/p.md", CREATED, 1, None, sha, len(data), content="v1\n")
+    commit = Commit("b", 1, 10**12, "t", "m", (change,))
+    with idx.write_session() as b:
+        assert b.agent("b") is not None
+        assert b.apply_commit(commit, 10**12, {sha: data}, commit.to_bytes())
+    assert trips == ["pipeline", "pipeline"], trips
+    with idx.write_session() as b:
+        b.agent("b")
+        assert not b.apply_commit(commit, 10**12, {sha: data}, commit.to_bytes())
+    with idx.write_session() as b:  # no row read first: the insert's answer decides
+        assert not b.apply_commit(commit, 10**12, {sha: data}, commit.to_bytes())
+    with idx.read_session() as r:
+        assert r.agent_stats("b") == (1, 3)
+        row = r.agent("b")
+        assert row is not None and row.revision == 1

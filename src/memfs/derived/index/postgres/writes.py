@@ -40,6 +40,7 @@ from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
 from memfs.derived.index.postgres.schema import ADD_LINK
 from memfs.derived.index.rows import (
+    AgentRow,
     commit_head,
     live_delta,
     memory_row,
@@ -125,6 +126,11 @@ def agent_key(agent_id: str) -> int:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_INSERT_COMMIT = (
+    "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
+    " change_count, head_changes, changes) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+)
+_NEW_ONLY = " ON CONFLICT DO NOTHING"
 _PUT_RUN = (
     f"INSERT INTO runs({RUN_COLUMNS}) VALUES({','.join(['%s'] * len(RUN_FIELDS))})"
     " ON CONFLICT(agent_id, run_id) DO UPDATE SET "
@@ -181,6 +187,18 @@ def summary(entry: bytes) -> tuple[int, str, str]:
     return len(changes), str(_dumps(commit_head(changes))), str(_dumps(changes))
 
 
+def _commit_values(commit: Commit, visible_at: int, entry: bytes) -> tuple[Any, ...]:
+    return (
+        commit.agent_id,
+        commit.revision,
+        commit.ts,
+        visible_at,
+        commit.actor,
+        commit.message,
+        *summary(entry),
+    )
+
+
 class PgWrite(PgRead):
     """A write transaction: agents' locks taken as it names them, the clock at the end."""
 
@@ -191,6 +209,9 @@ class PgWrite(PgRead):
         self._raise_to: int | None = None  # the clock is raised to at least this
         self._given: tuple[int, int] | None = None  # least and most stamp given to rows
         self._stamps = _Stamped()  # the rows stamped with given stamps
+        # agent -> its revision as read under this session's lock (``agent``), or
+        # raised since by ``apply_commit``: a commit past it is not in the index yet.
+        self._heads: dict[str, int] = {}
         self._later = _Later()
         self._began = begin
         if begin is not None:
@@ -274,13 +295,28 @@ class PgWrite(PgRead):
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool:
         """Record ``commit`` (idempotent: False if its revision is already there)."""
-        self.lock_agent(commit.agent_id)
-        if self._insert_commit(commit, visible_at, entry).rowcount == 0:
+        agent = commit.agent_id
+        self.lock_agent(agent)
+        head = self._heads.get(agent)
+        if head is not None and commit.revision > head:
+            # The agent's row, read under the lock this session holds, is behind this
+            # commit, and a commits row is never past its agent's revision (both are
+            # written together, and erased together): the row is new, so nothing waits
+            # for the insert's answer (a round trip fewer). Without ON CONFLICT: were
+            # that ever untrue, the session fails rather than write the rows twice.
+            self._later.execute(_INSERT_COMMIT, _commit_values(commit, visible_at, entry))
+        elif (
+            self._run(
+                _INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry)
+            ).rowcount
+            == 0
+        ):
             return False
         # The rest depends on no answer: held, and sent with the clock step and COMMIT
         # (or the next statement waited for), rather than one round trip each.
         self._apply_changes(commit, visible_at, contents, self._later)
-        agent = commit.agent_id
+        if head is not None:
+            self._heads[agent] = max(head, commit.revision)
         stamps = self._stamped(visible_at)
         stamps.commits.append((agent, commit.revision))
         for change in commit.changes:
@@ -290,20 +326,17 @@ class PgWrite(PgRead):
         return True
 
     def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
-        return self._run(
-            "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
-            " change_count, head_changes, changes) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-            " ON CONFLICT DO NOTHING",
-            (
-                commit.agent_id,
-                commit.revision,
-                commit.ts,
-                visible_at,
-                commit.actor,
-                commit.message,
-                *summary(entry),
-            ),
-        )
+        return self._run(_INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry))
+
+    def agent(self, agent_id: str) -> AgentRow | None:
+        """The agent's row, read under its lock (taken first, in the same round trip)."""
+        self.lock_agent(agent_id)
+        row = super().agent(agent_id)
+        if row is None:
+            self._heads.pop(agent_id, None)
+        else:
+            self._heads[agent_id] = row.revision
+        return row
 
     def _apply_changes(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], out: _Later | _Now
@@ -389,6 +422,7 @@ class PgWrite(PgRead):
         each commit writes (visible at its timestamp), every statement in one pipeline
         (the rows are empty, so no answer is waited for until the end)."""
         self.lock_agent(agent)
+        self._heads.pop(agent, None)
         self._send()  # the lock (and BEGIN), before the rest
         with self.conn.pipeline():
             return self._load(entries, blob)
@@ -433,10 +467,12 @@ class PgWrite(PgRead):
             if table not in DERIVED_TABLES:
                 raise ValueError(f"not an index table: {table!r}")
             self.lock_everything()  # every agent's rows
+            self._heads.clear()
             self._run(f"DELETE FROM {table}")
 
     def drop_agent(self, agent_id: str, *, runs: bool = True) -> None:
         self.lock_agent(agent_id)
+        self._heads.pop(agent_id, None)
         for table in DERIVED_TABLES:
             if runs or table not in ("runs", "run_steps"):
                 self._run(f"DELETE FROM {table} WHERE agent_id=%s", (agent_id,))
@@ -451,6 +487,7 @@ class PgWrite(PgRead):
 
     def put_agent(self, agent_id: str, name: str, store_id: str, created_at: int) -> None:
         self.lock_agent(agent_id)  # two creators of one id queue; the bucket decides
+        self._heads.pop(agent_id, None)
         self._run(
             "INSERT INTO agents(agent_id, name, store_id, created_at) VALUES(%s,%s,%s,%s)"
             " ON CONFLICT DO NOTHING",
