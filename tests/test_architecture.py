@@ -210,7 +210,7 @@ def test_the_sql_check_catches_a_query_or_a_statement_outside_the_index(
 def test_the_visibility_clock_is_raised_in_one_place() -> None:
     """``asOf`` pinning rests on the clock only moving forward, through one statement
     per index engine (SQLite's ``raise_clock``; PostgreSQL's clock step, the last
-    statement of a write session before its COMMIT)."""
+    statement of a write session before its COMMIT, whose first CTE it is)."""
     raising = sorted(
         f"{module_name(p)}:{n}"
         for p in MODULES
@@ -218,7 +218,7 @@ def test_the_visibility_clock_is_raised_in_one_place() -> None:
         if "key='clock'" in line and "UPDATE" in line
     )
     assert raising == [
-        f"derived.index.postgres.writes:{_line_of('postgres/writes.py', '_CLOCK_STEP = ')}",
+        f"derived.index.postgres.writes:{_line_of('postgres/writes.py', '_CLOCK_RAISE = ')}",
         f"derived.index.writes:{_line_of_raise_clock('writes.py')}",
     ]
 

@@ -53,6 +53,34 @@ def test_a_known_key_is_read_once_while_its_record_is_fresh(clock: Clock) -> Non
     assert bucket.gets - before == 2  # read again once the record is stale
 
 
+def test_a_known_secret_is_verified_once_per_kept_record(
+    clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within the window a request with a known secret is answered from what its first
+    check proved: no record is parsed again (the app key's extra CPU per request)."""
+    parsed = []
+    parse = keys._key
+
+    def counting(record: dict[str, object]) -> keys.ApiKey:
+        parsed.append(record)
+        return parse(record)
+
+    monkeypatch.setattr(keys, "_key", counting)
+    ring = KeyRing(MemoryBackend(), cache_seconds=CLUSTER_KEY_SECONDS)
+    _, secret = ring.create("app", ["memories:read"], "")
+    _, other = ring.create("other", ["memories:read"], "")
+    for _ in range(50):
+        assert ring.authenticate(secret) is not None
+        assert ring.authenticate(other) is not None
+    assert ring.authenticate(secret + "x") is None  # a wrong secret is still refused
+    assert len(parsed) == 2
+    clock.now += CLUSTER_KEY_SECONDS
+    assert ring.authenticate(secret) is not None  # the record read again: checked again
+    assert len(parsed) == 3
+    ring.revoke("app")
+    assert ring.authenticate(secret) is None  # revoked here: refused at once
+
+
 def test_a_key_revoked_elsewhere_is_refused_once_the_kept_record_is_stale(clock: Clock) -> None:
     bucket = MemoryBackend()
     server_a = KeyRing(bucket, cache_seconds=CLUSTER_KEY_SECONDS)

@@ -71,6 +71,7 @@ def _hash(secret: str) -> str:
 # reads it again: a key revoked through one server is refused by every server within
 # this (the cluster's rule is 5 s), and a request with a known key costs no GET.
 CLUSTER_KEY_SECONDS = 2.0
+_VERIFIED_KEPT = 4096  # secrets remembered as verified at most (a bound on memory)
 
 
 class KeyRing:
@@ -80,6 +81,11 @@ class KeyRing:
         # through another server is known at once; 0 s (the data folder) reads each time.
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[float, dict[str, object]]] = {}
+        # A secret's digest -> (the kept record it matched, the key it proved): while
+        # that very record is the one kept (fresh, not dropped by a revocation here, not
+        # replaced by a new read), a request with the secret costs two dict lookups, not
+        # a record check and a parse.
+        self._verified: dict[str, tuple[dict[str, object], ApiKey]] = {}
 
     @classmethod
     def of(cls, store: Store) -> KeyRing:
@@ -174,6 +180,15 @@ class KeyRing:
         except InvalidRequest:
             return None
         digest = _hash(secret)
+        seen = self._verified.get(digest)
+        if seen is not None:
+            kept = self._cache.get(key_id)
+            if (
+                kept is not None
+                and kept[1] is seen[0]
+                and time.monotonic() - kept[0] < self.cache_seconds
+            ):
+                return seen[1]
         record = self._known(key_id)
         if record is not None and not hmac.compare_digest(str(record["secretSha256"]), digest):
             # Perhaps the id was revoked and made again through another server since
@@ -181,7 +196,12 @@ class KeyRing:
             record = self._known(key_id, fresh=True)
         if record is None or not hmac.compare_digest(str(record["secretSha256"]), digest):
             return None
-        return _key(record)
+        key = _key(record)
+        if self.cache_seconds > 0:
+            if len(self._verified) >= _VERIFIED_KEPT:
+                self._verified.clear()  # many keys in one window: start again
+            self._verified[digest] = (record, key)
+        return key
 
 
 def _key(record: dict[str, object]) -> ApiKey:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-import secrets
+import random
 import signal
 import threading
 import time
@@ -109,6 +109,18 @@ ROUTES = [
 ]
 
 
+def _request_id() -> str:
+    """``req_`` and 16 hex digits: a correlation id, unique, not a secret, so drawn from
+    the process's own generator (seeded from the OS at start) rather than a getrandom
+    system call per request (about 2 % of a commit's CPU in the server)."""
+    return f"req_{_IDS.getrandbits(64):016x}"
+
+
+# Its own generator: nothing else draws from it, and a forked worker reseeds it (below).
+_IDS = random.Random()
+os.register_at_fork(after_in_child=_IDS.seed)
+
+
 class MemfsApp:
     """Plain ASGI: conventions, routing and the error envelope in one place."""
 
@@ -147,7 +159,7 @@ class MemfsApp:
             return
         if scope["type"] != "http":
             return
-        request_id = "req_" + secrets.token_hex(8)
+        request_id = _request_id()
         if self.draining:
             refusal = error_response(
                 Unavailable("the server is shutting down; retry in a moment"), request_id

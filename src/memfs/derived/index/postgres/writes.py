@@ -40,6 +40,7 @@ from memfs.derived.index.postgres import search
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
 from memfs.derived.index.postgres.schema import ADD_LINK
 from memfs.derived.index.rows import (
+    AgentRow,
     commit_head,
     live_delta,
     memory_row,
@@ -69,27 +70,54 @@ _LOCK_ALL = "SELECT pg_advisory_xact_lock(%s::int8)"
 # session that stamped rows with given stamps from ``least`` to ``most``, past them all,
 # shifted past the clock when it had reached the least (their order kept): then
 # ``clock - most`` is the shift each stamp gets. NULLs: nothing asked, nothing stamped.
-_CLOCK_STEP = "UPDATE meta SET value=GREATEST(value, %s::int8, %s::int8 + GREATEST(0, value + 1 - %s::int8)) WHERE key='clock'"
-# Each template reads the shift (the clock as this transaction wrote it, minus the
-# session's highest given stamp) first and last; rows are untouched when it is 0.
-_SHIFT = "((SELECT value FROM meta WHERE key='clock') - %s)"
-_PAIRS = "(path, version) IN (SELECT * FROM unnest(%s::text[], %s::int8[]))"
-_SHIFT_COMMIT = (
-    f"UPDATE commits SET visible_at=visible_at + {_SHIFT} WHERE agent_id=%s AND revision=%s"
-    f" AND {_SHIFT} > 0"
+# The stamped rows move with it, in the same statement (one statement, not one per kind
+# of row: each costs the server and this client about as much as a small commit's row):
+# each data-modifying CTE reads the shift from the clock's RETURNING, and is skipped as a
+# whole (a one-time filter on the uncorrelated sub-select) when it is not positive, as
+# it is unless another agent's commit took the clock past a stamp meanwhile. A version
+# row may be both opened and closed by one session (two commits of a path in a batch):
+# it is named once, with both flags, since a statement must not update a row twice.
+_CLOCK_RAISE = "UPDATE meta SET value=GREATEST(value, %s::int8, %s::int8 + GREATEST(0, value + 1 - %s::int8)) WHERE key='clock'"
+_CLOCK_STEP = (
+    f"WITH clock AS ({_CLOCK_RAISE} RETURNING value - %s::int8 AS shift),"
+    " c AS (UPDATE commits t SET visible_at=t.visible_at + (SELECT shift FROM clock)"
+    " FROM unnest(%s::text[], %s::int8[]) s(agent_id, revision)"
+    " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.revision=s.revision),"
+    " v AS (UPDATE versions t SET"
+    " visible_from=t.visible_from + CASE WHEN s.opened THEN (SELECT shift FROM clock) ELSE 0 END,"
+    " visible_to=t.visible_to + CASE WHEN s.closed THEN (SELECT shift FROM clock) ELSE 0 END"
+    " FROM unnest(%s::text[], %s::text[], %s::int8[], %s::bool[], %s::bool[])"
+    " s(agent_id, path, version, opened, closed)"
+    " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.path=s.path"
+    " AND t.version=s.version),"
+    " r AS (UPDATE run_steps t SET visible_at=t.visible_at + (SELECT shift FROM clock)"
+    " FROM unnest(%s::text[], %s::text[], %s::int8[]) s(agent_id, run_id, seq)"
+    " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.run_id=s.run_id"
+    " AND t.seq=s.seq)"
+    " SELECT 1"
 )
-_SHIFT_OPENED = (
-    f"UPDATE versions SET visible_from=visible_from + {_SHIFT} WHERE agent_id=%s"
-    f" AND {_PAIRS} AND {_SHIFT} > 0"
-)
-_SHIFT_CLOSED = (
-    f"UPDATE versions SET visible_to=visible_to + {_SHIFT} WHERE agent_id=%s"
-    f" AND {_PAIRS} AND {_SHIFT} > 0"
-)
-_SHIFT_STEP = (
-    f"UPDATE run_steps SET visible_at=visible_at + {_SHIFT} WHERE agent_id=%s AND run_id=%s"
-    f" AND seq=%s AND {_SHIFT} > 0"
-)
+
+
+class _Stamped:
+    """The rows a session stamped with given stamps, by kind: what the clock step
+    shifts."""
+
+    def __init__(self) -> None:
+        self.commits: list[tuple[str, int]] = []
+        self.versions: dict[tuple[str, str, int], list[bool]] = {}  # -> [opened, closed]
+        self.steps: list[tuple[str, str, int]] = []
+
+    def version(self, agent_id: str, path: str, version: int, *, opened: bool) -> None:
+        flags = self.versions.setdefault((agent_id, path, version), [False, False])
+        flags[0 if opened else 1] = True
+
+    def params(self) -> list[Any]:
+        """The arrays of ``_CLOCK_STEP`` after its four clock parameters."""
+        versions = [(*key, *flags) for key, flags in self.versions.items()]
+        out: list[Any] = []
+        for rows, width in ((self.commits, 2), (versions, 5), (self.steps, 3)):
+            out.extend([row[i] for row in rows] for i in range(width))
+        return out
 
 
 def agent_key(agent_id: str) -> int:
@@ -98,6 +126,11 @@ def agent_key(agent_id: str) -> int:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_INSERT_COMMIT = (
+    "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
+    " change_count, head_changes, changes) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+)
+_NEW_ONLY = " ON CONFLICT DO NOTHING"
 _PUT_RUN = (
     f"INSERT INTO runs({RUN_COLUMNS}) VALUES({','.join(['%s'] * len(RUN_FIELDS))})"
     " ON CONFLICT(agent_id, run_id) DO UPDATE SET "
@@ -154,6 +187,18 @@ def summary(entry: bytes) -> tuple[int, str, str]:
     return len(changes), str(_dumps(commit_head(changes))), str(_dumps(changes))
 
 
+def _commit_values(commit: Commit, visible_at: int, entry: bytes) -> tuple[Any, ...]:
+    return (
+        commit.agent_id,
+        commit.revision,
+        commit.ts,
+        visible_at,
+        commit.actor,
+        commit.message,
+        *summary(entry),
+    )
+
+
 class PgWrite(PgRead):
     """A write transaction: agents' locks taken as it names them, the clock at the end."""
 
@@ -163,7 +208,10 @@ class PgWrite(PgRead):
         self._everything = False  # holds WRITE_LOCK exclusively
         self._raise_to: int | None = None  # the clock is raised to at least this
         self._given: tuple[int, int] | None = None  # least and most stamp given to rows
-        self._shifts: list[tuple[str, Sequence[Any]]] = []  # the stamped rows
+        self._stamps = _Stamped()  # the rows stamped with given stamps
+        # agent -> its revision as read under this session's lock (``agent``), or
+        # raised since by ``apply_commit``: a commit past it is not in the index yet.
+        self._heads: dict[str, int] = {}
         self._later = _Later()
         self._began = begin
         if begin is not None:
@@ -221,20 +269,20 @@ class PgWrite(PgRead):
     def _raise(self, at: int) -> None:
         self._raise_to = at if self._raise_to is None else max(self._raise_to, at)
 
-    def _stamped(self, at: int, shift: str, params: Sequence[Any]) -> None:
-        """Rows were stamped ``at``: ``shift`` moves them with the clock step."""
+    def _stamped(self, at: int) -> _Stamped:
+        """Rows are being stamped ``at``: where to name them, for the clock step."""
         least, most = self._given or (at, at)
         self._given = (min(least, at), max(most, at))
-        self._shifts.append((shift, params))
+        return self._stamps
 
     def finish(self) -> None:
         """COMMIT, after the statements held for later and, when the session stamped
         rows or raised the clock, the clock step: all in one round trip."""
         if self._given is not None or self._raise_to is not None:
             least, most = self._given or (None, None)
-            self._later.execute(_CLOCK_STEP, (self._raise_to, most, least))
-            for sql, params in self._shifts:
-                self._later.execute(sql, (most, *params, most))
+            self._later.execute(
+                _CLOCK_STEP, (self._raise_to, most, least, most, *self._stamps.params())
+            )
         if self._later.sql == [(self._began, None)]:
             self._later.take()  # nothing was asked or written: nothing to send
             return
@@ -247,37 +295,48 @@ class PgWrite(PgRead):
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool:
         """Record ``commit`` (idempotent: False if its revision is already there)."""
-        self.lock_agent(commit.agent_id)
-        if self._insert_commit(commit, visible_at, entry).rowcount == 0:
+        agent = commit.agent_id
+        self.lock_agent(agent)
+        head = self._heads.get(agent)
+        if head is not None and commit.revision > head:
+            # The agent's row, read under the lock this session holds, is behind this
+            # commit, and a commits row is never past its agent's revision (both are
+            # written together, and erased together): the row is new, so nothing waits
+            # for the insert's answer (a round trip fewer). Without ON CONFLICT: were
+            # that ever untrue, the session fails rather than write the rows twice.
+            self._later.execute(_INSERT_COMMIT, _commit_values(commit, visible_at, entry))
+        elif (
+            self._run(
+                _INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry)
+            ).rowcount
+            == 0
+        ):
             return False
         # The rest depends on no answer: held, and sent with the clock step and COMMIT
         # (or the next statement waited for), rather than one round trip each.
         self._apply_changes(commit, visible_at, contents, self._later)
-        agent = commit.agent_id
-        opened = [(c.path, c.version) for c in commit.changes]
-        closed = [(p, v - 1) for p, v in opened if v > 1]
-        self._stamped(visible_at, _SHIFT_COMMIT, (agent, commit.revision))
-        for shift, pairs in ((_SHIFT_OPENED, opened), (_SHIFT_CLOSED, closed)):
-            if pairs:
-                paths, versions = zip(*pairs, strict=True)
-                self._stamped(visible_at, shift, (agent, list(paths), list(versions)))
+        if head is not None:
+            self._heads[agent] = max(head, commit.revision)
+        stamps = self._stamped(visible_at)
+        stamps.commits.append((agent, commit.revision))
+        for change in commit.changes:
+            stamps.version(agent, change.path, change.version, opened=True)
+            if change.version > 1:
+                stamps.version(agent, change.path, change.version - 1, opened=False)
         return True
 
     def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
-        return self._run(
-            "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
-            " change_count, head_changes, changes) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-            " ON CONFLICT DO NOTHING",
-            (
-                commit.agent_id,
-                commit.revision,
-                commit.ts,
-                visible_at,
-                commit.actor,
-                commit.message,
-                *summary(entry),
-            ),
-        )
+        return self._run(_INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry))
+
+    def agent(self, agent_id: str) -> AgentRow | None:
+        """The agent's row, read under its lock (taken first, in the same round trip)."""
+        self.lock_agent(agent_id)
+        row = super().agent(agent_id)
+        if row is None:
+            self._heads.pop(agent_id, None)
+        else:
+            self._heads[agent_id] = row.revision
+        return row
 
     def _apply_changes(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], out: _Later | _Now
@@ -363,6 +422,7 @@ class PgWrite(PgRead):
         each commit writes (visible at its timestamp), every statement in one pipeline
         (the rows are empty, so no answer is waited for until the end)."""
         self.lock_agent(agent)
+        self._heads.pop(agent, None)
         self._send()  # the lock (and BEGIN), before the rest
         with self.conn.pipeline():
             return self._load(entries, blob)
@@ -407,10 +467,12 @@ class PgWrite(PgRead):
             if table not in DERIVED_TABLES:
                 raise ValueError(f"not an index table: {table!r}")
             self.lock_everything()  # every agent's rows
+            self._heads.clear()
             self._run(f"DELETE FROM {table}")
 
     def drop_agent(self, agent_id: str, *, runs: bool = True) -> None:
         self.lock_agent(agent_id)
+        self._heads.pop(agent_id, None)
         for table in DERIVED_TABLES:
             if runs or table not in ("runs", "run_steps"):
                 self._run(f"DELETE FROM {table} WHERE agent_id=%s", (agent_id,))
@@ -425,6 +487,7 @@ class PgWrite(PgRead):
 
     def put_agent(self, agent_id: str, name: str, store_id: str, created_at: int) -> None:
         self.lock_agent(agent_id)  # two creators of one id queue; the bucket decides
+        self._heads.pop(agent_id, None)
         self._run(
             "INSERT INTO agents(agent_id, name, store_id, created_at) VALUES(%s,%s,%s,%s)"
             " ON CONFLICT DO NOTHING",
@@ -467,7 +530,7 @@ class PgWrite(PgRead):
             (agent_id, run_id, seq, at, visible_at, kind, attempt, detail),
         )
         if added.rowcount:  # a step already there keeps its stamp
-            self._stamped(visible_at, _SHIFT_STEP, (agent_id, run_id, seq))
+            self._stamped(visible_at).steps.append((agent_id, run_id, seq))
 
     def purge_search(self) -> None:
         """Nothing to merge: a deleted row's words live only in its dead tuple and GIN
