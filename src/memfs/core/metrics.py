@@ -98,14 +98,25 @@ def request_done(route: str, method: str, status: int, seconds: float) -> None:
     children[1].observe(seconds)
 
 
+# Each outcome's child, looked up by labels() at its first delivery (not at import,
+# which would show outcomes in /metrics before they happen), then kept.
+_OUTCOMES: dict[str, Counter] = {}
+
+
 def delivery_answered(status: int) -> None:
     """Count a delivery by its answer: 202 new, 200 duplicate, 4xx refused."""
     if status == 202:
-        DELIVERIES.labels("new").inc()
+        outcome = "new"
     elif status == 200:
-        DELIVERIES.labels("duplicate").inc()
+        outcome = "duplicate"
     elif 400 <= status < 500:
-        DELIVERIES.labels("refused").inc()
+        outcome = "refused"
+    else:
+        return
+    child = _OUTCOMES.get(outcome)
+    if child is None:
+        child = _OUTCOMES.setdefault(outcome, DELIVERIES.labels(outcome))
+    child.inc()
 
 
 def commit_made() -> None:

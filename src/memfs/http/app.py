@@ -49,10 +49,10 @@ log = logging.getLogger("memfs.http")
 
 PROTOCOL_VERSIONS = ("1",)
 SWEEP_EVERY_S = 600.0  # how often crash temp files (older than TEMP_GRACE_S) are removed
-# The router tries routes in order, matching each pattern: the routes agents call most
-# are tried first (about 15 us less per request than in the order of ROUTES). No two
-# routes match the same method and path, so the order changes nothing else
-# (tests/test_http_conventions.py); the OpenAPI document keeps the order of ROUTES.
+# Where two candidate routes could both be tried (the router tries only those whose
+# literal segments a path has, http/routing.py), the routes agents call most come
+# first. No two routes match the same method and path, so the order changes nothing
+# else (tests/test_http_conventions.py); the OpenAPI document keeps the order of ROUTES.
 HOT_ROUTES = ("getMemory", "listMemories", "putMemory")
 # The method label of /metrics: any other method a client sends is "other".
 _METHODS = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE", "PATCH", "OPTIONS"})
