@@ -25,9 +25,21 @@ from memfs.domain.commits import LOG_HEAD
 AGENT = "alice"
 
 
+def _schema_8(conn: sqlite3.Connection) -> None:
+    """Before the blobs table was a rowid table: WITHOUT ROWID, keyed by (agent, sha256)."""
+    conn.execute(
+        "CREATE TABLE blobs_8(agent_id TEXT NOT NULL, sha256 TEXT NOT NULL,"
+        " content BLOB NOT NULL, PRIMARY KEY(agent_id, sha256)) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO blobs_8 SELECT agent_id, sha256, content FROM blobs")
+    conn.execute("DROP TABLE blobs")
+    conn.execute("ALTER TABLE blobs_8 RENAME TO blobs")
+
+
 def _schema_7(conn: sqlite3.Connection) -> None:
     """Before commits left their full-text rows to a flush: every row made, no table
     of pending paths."""
+    _schema_8(conn)
     flush(conn)
     conn.execute("DROP TABLE search_pending")
 
@@ -92,6 +104,7 @@ OLDER: dict[int, Callable[[sqlite3.Connection], None]] = {
     5: _schema_5,
     6: _schema_6,
     7: _schema_7,
+    8: _schema_8,
 }
 
 
@@ -147,6 +160,8 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
     assert len(edges) == 2 + 2 + 3 + 1  # "../b.md" from /memories is above the root
     before_stats = store.agent_stats(AGENT)
     log, heads = _log(store, heads=False), _log(store, heads=True)
+    with store.index.read() as conn:
+        cached = conn.execute("SELECT agent_id, sha256, content FROM blobs ORDER BY 1, 2").fetchall()
     assert heads[0]["changeCount"] == LOG_HEAD + 5 and len(heads[0]["changes"]) == LOG_HEAD
     with store.index.write() as conn:
         OLDER[schema](conn)
@@ -160,6 +175,11 @@ def test_an_index_of_an_older_schema_is_migrated_when_opened(tmp_path: Path, sch
             found = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
             assert found == (index.SCHEMA_VERSION,)
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            blobs = conn.execute("SELECT agent_id, sha256, content FROM blobs ORDER BY 1, 2")
+            assert blobs.fetchall() == cached  # every cached content kept
+            (blobs_sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name='blobs'").fetchone()
+        assert "WITHOUT ROWID" not in blobs_sql  # schema 9: a read seeks its content by rowid
+        assert reopened.read(AGENT, "/memories/a.md").content == b"now [[notes/c]] only\n"
         assert "damage" in tables
         assert _listing(reopened) == before
         assert _edges(reopened) == edges  # the links table filled from the versions

@@ -20,8 +20,13 @@ AGENT = "alice"
 BULK = "bulk"
 
 
+def _schema_8(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Schema 9's step (blobs_rowid) is the SQLite index's: the same shape here."""
+
+
 def _schema_7(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     """Schema 8's step (search_pending) is the SQLite index's: the same shape here."""
+    _schema_8(conn)
 
 
 def _schema_6(conn: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -80,6 +85,7 @@ OLDER: dict[int, Callable[[psycopg.Connection[tuple[object, ...]]], None]] = {
     5: _schema_5,
     6: _schema_6,
     7: _schema_7,
+    8: _schema_8,
 }
 
 

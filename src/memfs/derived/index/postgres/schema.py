@@ -227,6 +227,9 @@ MIGRATIONS = (
     # (its search_pending table); here they stay in the commit: nothing changes, the
     # number keeps the two engines' schema numbers alike.
     Migration("search_pending", 7, _nothing),
+    # The SQLite index's schema 9 makes its blobs a rowid table (a read by path's seek);
+    # PostgreSQL's heap tables have no WITHOUT ROWID form: nothing changes here.
+    Migration("blobs_rowid", 8, _nothing),
 )
 KNOWN_SCHEMAS = frozenset({m.source for m in MIGRATIONS} | {SCHEMA_VERSION})
 
