@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -104,7 +103,6 @@ def test_temp_names_stay_unique_past_a_dead_process_leftover(tmp_path: Path) -> 
     assert durable.is_temp_name(name)
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="fork semantics of Linux")
 def test_a_forked_child_appends_with_its_own_lock_and_temp_names(tmp_path: Path) -> None:
     # A child shares its parent's open files (and their flock locks): it must start
     # its segments afresh, and name its temp files apart from its parent's.

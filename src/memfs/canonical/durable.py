@@ -100,6 +100,13 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
+def pid() -> int:
+    """This process's id, kept current by the fork hook above: hot paths that must
+    start afresh in a forked child (segment locks, the index's background flush)
+    compare it without a getpid system call each time."""
+    return _pid
+
+
 def _temp_name(fresh: bool) -> str:
     if fresh:
         return f"{TEMP_PREFIX}{_pid:x}-{next(_counter):x}"

@@ -154,7 +154,7 @@ class AgentLog:
         self.parts = [*folder.split("/"), FOLDER]
         self.agent_id = _agent_of(folder)
         self.mutex = threading.Lock()
-        self.pid = _pid
+        self.pid = durable.pid()
         self.state = _State()
 
     # ---- reading ---------------------------------------------------------------------
@@ -331,8 +331,8 @@ class AgentLog:
     def _lock(self, *, exclusive: bool) -> int:
         """``_locked``'s entry, for ``append`` (a generator context manager per commit
         cost more than the rest of the lock's Python): the locked fd, -1 for none."""
-        if _pid != self.pid:  # a forked child: the parent's fds and locks are not ours
-            self.pid, self.state = _pid, _State()
+        if durable.pid() != self.pid:  # a forked child: the parent's fds and locks are not ours
+            self.pid, self.state = durable.pid(), _State()
         while True:
             fd = self._lock_fd(create=exclusive)
             if fd < 0:  # no segments folder (yet, or erased): nothing to read, no one to exclude
@@ -525,18 +525,6 @@ def _unlock(fd: int) -> None:
     if fd >= 0:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-
-# This process's id, kept current by a fork hook: ``AgentLog`` compares it on every
-# lock (a getpid system call per append otherwise) to start afresh in a forked child.
-_pid = os.getpid()
-
-
-def _after_fork() -> None:
-    global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_after_fork)
 
 
 class Segments:

@@ -10,27 +10,16 @@ and no connection), and any error leaves the rows pending for the next search.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
+
+from memfs.canonical import durable
 
 log = logging.getLogger("memfs.index")
 
 IDLE_S = 0.05  # no commit for this long: flush
 EVERY = 256  # or this many paths waiting: flush now (one segment per batch)
-
-# Forks of this process so far, counted by a fork hook: ``noted`` runs on every commit,
-# and comparing a counter costs no getpid system call.
-_forks = 0
-
-
-def _after_fork() -> None:
-    global _forks
-    _forks += 1
-
-
-os.register_at_fork(after_in_child=_after_fork)
 
 
 class IdleFlush:
@@ -45,16 +34,16 @@ class IdleFlush:
         self._last = 0.0
         self._thread: threading.Thread | None = None
         self._closed = False
-        self._forks = _forks
+        self._pid = durable.pid()  # noted runs on every commit: no getpid call
 
     def noted(self, paths: int) -> None:
         """A committed write transaction left ``paths`` pending."""
         if paths <= 0:
             return
-        if self._forks != _forks:
+        if self._pid != durable.pid():
             # A forked child (a server's worker) has none of its parent's threads, and
             # may have a copy of the lock as some thread held it: start afresh.
-            self._forks = _forks
+            self._pid = durable.pid()
             self._lock, self._wake = threading.Lock(), threading.Event()
             self._thread, self._count = None, 0
         with self._lock:
