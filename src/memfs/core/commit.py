@@ -193,7 +193,8 @@ class Committer:
         self._turns = _Turns()
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
         self._in_flight: dict[int, int] = {}
-        self._settled = threading.Condition()
+        self._settled = threading.Condition(threading.Lock())
+        self._settling = 0  # callers waiting in settle: _land wakes nobody when none
         self._trees: dict[str, WorkTree] = {}
         self._trees_lock = threading.Lock()
 
@@ -201,9 +202,13 @@ class Committer:
         """Wait until no commit of this process stamped at or before ``as_of`` is still
         on its way to the index (an ``asOf`` pin about to raise the clock past it)."""
         with self._settled:
-            self._settled.wait_for(
-                lambda: not any(ts <= as_of for ts in self._in_flight), timeout
-            )
+            self._settling += 1
+            try:
+                self._settled.wait_for(
+                    lambda: not any(ts <= as_of for ts in self._in_flight), timeout
+                )
+            finally:
+                self._settling -= 1
 
     def _fly(self, ts: int) -> None:
         """A commit stamped ``ts`` is on its way to the index (until ``_land``)."""
@@ -215,7 +220,8 @@ class Committer:
             left = self._in_flight.pop(ts) - 1
             if left:
                 self._in_flight[ts] = left
-            self._settled.notify_all()
+            if self._settling:  # an asOf pin is waiting (rare): it checks again
+                self._settled.notify_all()
 
     # ---- one commit ----------------------------------------------------------------
 

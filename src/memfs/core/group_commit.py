@@ -3,14 +3,23 @@
 Three instances per Store: run registrations (``core/runs.py``), commits
 (``core/commit.py``: each log entry is durable before it queues), and new delivery
 records (``core/delivery_records.py``: there the flush is the durable write itself,
-one for every record waiting, then the index transaction of their runs). Registrations and delivery records use
-``WakingGroupCommit`` (below).
+one for every record waiting, then the index transaction of their runs).
 
 Each caller's durable write is done before it queues (so the fsyncs of concurrent
-callers overlap). It then waits for the leader lock; whoever holds it flushes
-everything queued so far in one write transaction, so N waiting callers share one lock
-round and one SQLite commit instead of queueing N times. A flushed item is marked
+callers overlap). It then either leads (nobody is flushing: it flushes everything
+queued so far in one write transaction) or waits, so N waiting callers share one
+flush and one SQLite commit instead of queueing N times. A flushed item is marked
 ``done`` by the flush, which also sets its result or error.
+
+Waking is per waiter, and only for a waiter that can proceed. Each queued caller
+sleeps on a lock of its own; when a flush ends its leader wakes the oldest caller
+still queued first (it leads the next flush at once, with everything that queued
+meanwhile), then each caller of the flushed batch (its item is done: it returns).
+Nobody else is woken. The two designs this replaces paid for every batch of N: a
+leader lock the N callers passed through one by one to learn their item was done
+(a thread switch each, with the next flush waiting behind that convoy), or a
+condition whose ``notify_all`` woke every waiter, queued ones included, to find
+mostly that it could not proceed yet. Measured in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -27,13 +36,24 @@ class Queued(Protocol):
 T = TypeVar("T", bound=Queued)
 
 
+def _asleep() -> threading.Lock:
+    """A lock already held: its waiter blocks on ``acquire`` until someone releases it
+    (one futex wake-up for one thread, where an Event takes a Condition and its lock)."""
+    wake = threading.Lock()
+    wake.acquire()
+    return wake
+
+
 class GroupCommit(Generic[T]):
-    """One queue and one leader lock; owned by the Store whose index it batches into."""
+    """One queue, at most one flush at a time; owned by the Store whose index it batches
+    into. A flush must mark every item of its batch done, even when it raises (an item
+    it leaves undone is flushed again, in the next batch)."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._leader = threading.Lock()
-        self._queue: list[T] = []
+        # Queued items, each with the lock its caller sleeps on (None: the leader's own).
+        self._queue: list[tuple[T, threading.Lock | None]] = []
+        self._flushing = False
 
     def waiting(self) -> int:
         """How many submitted items no flush has taken yet (tests wait on it)."""
@@ -41,46 +61,57 @@ class GroupCommit(Generic[T]):
             return len(self._queue)
 
     def submit(self, item: T, flush: Callable[[list[T]], None]) -> None:
-        """Return once ``item`` was flushed, by this caller or by the leader before it."""
+        """Return once ``item`` was flushed, by this caller or by a leader before it."""
         with self._mutex:
-            self._queue.append(item)
-        with self._leader:
-            if not item.done:
-                with self._mutex:
-                    batch, self._queue = self._queue, []
-                flush(batch)
-
-
-class WakingGroupCommit(GroupCommit[T]):
-    """``GroupCommit`` whose callers are all woken as soon as the flush holding their
-    item ends. In ``GroupCommit`` a caller learns its item is done only once it gets
-    the leader lock, so the callers of a batch of N pass through the lock one by one
-    (a thread switch each, slow on a loaded machine) and the next flush starts only
-    after that convoy. Here they wait on a condition, notified together when a flush
-    ends, and a waiter whose item is still queued leads the next flush at once.
-    Flushes stay one at a time, and a flush must mark every item of its batch done
-    (even when it raises), as with ``GroupCommit``. Measured in docs/benchmarks.md
-    (16 threads of deliveries in one process: batches grew from ≈ 5 to ≈ 7 records,
-    and the rate with them)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._changed = threading.Condition(self._mutex)
-        self._flushing = False
-
-    def submit(self, item: T, flush: Callable[[list[T]], None]) -> None:
-        with self._changed:
-            self._queue.append(item)
-            while not item.done:
-                if self._flushing:
-                    self._changed.wait()
-                    continue
+            if self._flushing:
+                wake: threading.Lock | None = _asleep()
+                self._queue.append((item, wake))
+            else:
                 self._flushing = True
+                wake = None
+                self._queue.append((item, None))
+        if wake is not None:
+            wake.acquire()  # released once: its item is done, or it leads the next flush
+            if item.done:
+                return
+        while True:
+            with self._mutex:
                 batch, self._queue = self._queue, []
-                self._changed.release()
-                try:
-                    flush(batch)
-                finally:
-                    self._changed.acquire()
-                    self._flushing = False
-                    self._changed.notify_all()
+            try:
+                flush([queued for queued, _ in batch])
+            finally:
+                again = self._hand_over(item, batch)
+            if not again:
+                return
+
+    def _hand_over(self, item: T, batch: list[tuple[T, threading.Lock | None]]) -> bool:
+        """After a flush: wake the next leader, then the callers whose items are done.
+        True when the leader must flush again (its own ``item`` was left undone)."""
+        finished: list[threading.Lock] = []
+        with self._mutex:
+            undone = [(queued, wake) for queued, wake in batch if not queued.done]
+            for queued, wake in batch:
+                if queued.done and wake is not None:
+                    finished.append(wake)
+            # Undone items go first in the next flush (the old designs' retry).
+            self._queue[:0] = [
+                (queued, None if queued is item else wake) for queued, wake in undone
+            ]
+            again = not item.done
+            if again:
+                leader = None  # this caller flushes again itself
+            elif self._queue:
+                queued, leader = self._queue[0]
+                self._queue[0] = (queued, None)  # it leads: nobody wakes it again
+            else:
+                leader = None
+                self._flushing = False
+        if leader is not None:
+            leader.release()
+        for wake in finished:
+            wake.release()
+        return again
+
+
+# One design for every queue now (per-waiter wake-ups); the name stays for callers.
+WakingGroupCommit = GroupCommit
