@@ -54,6 +54,9 @@ class GroupCommit(Generic[T]):
         # Queued items, each with the lock its caller sleeps on (None: the leader's own).
         self._queue: list[tuple[T, threading.Lock | None]] = []
         self._flushing = False
+        # Flushes begun and the items they took: the mean batch (scripts/bench_writers.py).
+        self.flushes = 0
+        self.flushed = 0
 
     def waiting(self) -> int:
         """How many submitted items no flush has taken yet (tests wait on it)."""
@@ -77,27 +80,35 @@ class GroupCommit(Generic[T]):
         while True:
             with self._mutex:
                 batch, self._queue = self._queue, []
+                self.flushes += 1
+                self.flushed += len(batch)
             try:
                 flush([queued for queued, _ in batch])
-            finally:
-                again = self._hand_over(item, batch)
-            if not again:
+            except BaseException:
+                self._hand_over(item, batch, leaving=True)  # the error is this caller's
+                raise
+            if not self._hand_over(item, batch, leaving=False):
                 return
 
-    def _hand_over(self, item: T, batch: list[tuple[T, threading.Lock | None]]) -> bool:
+    def _hand_over(
+        self, item: T, batch: list[tuple[T, threading.Lock | None]], *, leaving: bool
+    ) -> bool:
         """After a flush: wake the next leader, then the callers whose items are done.
-        True when the leader must flush again (its own ``item`` was left undone)."""
+        True when the leader must flush again (its own ``item`` was left undone and it
+        is not ``leaving`` with the flush's exception)."""
         finished: list[threading.Lock] = []
         with self._mutex:
-            undone = [(queued, wake) for queued, wake in batch if not queued.done]
+            again = not item.done and not leaving
+            undone = [
+                (queued, None if queued is item else wake)
+                for queued, wake in batch
+                if not queued.done and (queued is not item or again)
+            ]
             for queued, wake in batch:
                 if queued.done and wake is not None:
                     finished.append(wake)
             # Undone items go first in the next flush (the old designs' retry).
-            self._queue[:0] = [
-                (queued, None if queued is item else wake) for queued, wake in undone
-            ]
-            again = not item.done
+            self._queue[:0] = undone
             if again:
                 leader = None  # this caller flushes again itself
             elif self._queue:
