@@ -15,6 +15,13 @@ Per round (3 rounds, the median counts), on one disk, 2 KiB Markdown creates:
   own and ``fdatasync``-ing it (what a log entry's durability costs with nothing else:
   16 at once shows how much the disk shares its flushes between concurrent writers).
 
+With ``--queues``, the group commit's two queues alone instead (``GroupCommit``, the
+commits' leader lock, and ``WakingGroupCommit``, the deliveries' and registrations'):
+16 threads each sleep 2 ms (a durable write, GIL released), spin 100 µs (planning)
+and submit; a flush spins 50 µs, sleeps 0.4 ms (SQLite's I/O) and spins 30 µs per
+item. ``--commit-queue waking`` runs the memfs rounds with the commits queued on
+``WakingGroupCommit`` instead of the leader lock.
+
 For each: writes/s, user and system CPU per write and voluntary and involuntary context
 switches per write (``getrusage`` of the process over the timed part), and for memfs
 the mean commits per index transaction (the group commit's batches). The ratios end
@@ -39,6 +46,7 @@ from pathlib import Path
 import benchkit
 from benchkit import say
 
+from memfs.core import group_commit
 from memfs.core.store import Store
 
 THREADS = 16
@@ -120,6 +128,41 @@ def floor_round(root: Path, threads: int, per_thread: int, tag: str) -> Sample:
             os.close(fd)
 
 
+@dataclass(eq=False)
+class _Item:
+    done: bool = False
+
+
+def spin(us: float) -> None:
+    end = time.perf_counter() + us / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
+def queue_round(name: str, per_thread: int) -> Sample:
+    """``--queues``: one queue class of ``group_commit`` with a stand-in flush."""
+    queue = getattr(group_commit, name)()
+    batches: list[int] = []
+
+    def flush(batch: list[_Item]) -> None:
+        batches.append(len(batch))
+        spin(50)
+        time.sleep(0.0004)
+        spin(30 * len(batch))
+        for item in batch:
+            item.done = True
+
+    def work(_t: int) -> None:
+        for _ in range(per_thread):
+            time.sleep(0.002)
+            spin(100)
+            queue.submit(_Item(), flush)
+
+    sample = timed(THREADS, work, THREADS * per_thread)
+    sample.batch = sum(batches) / max(1, len(batches))
+    return sample
+
+
 def median(samples: list[Sample]) -> Sample:
     def med(values: list[float]) -> float:
         return statistics.median(values)
@@ -143,9 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data", help="parent folder")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
+    parser.add_argument("--queues", action="store_true", help="the two queues alone")
+    parser.add_argument(
+        "--commit-queue", choices=["leader", "waking"], default="leader",
+        help="the commits' queue: GroupCommit (as shipped) or WakingGroupCommit",
+    )
     args = parser.parse_args(argv)
     per_thread = 60 if args.quick else 150
     single = per_thread * 4  # the single writer's writes per round
+    if args.queues:
+        return queues(args.rounds, per_thread * 4)
 
     with benchkit.temp_root(args.dir, "bench-writers-", args.keep) as root:
         say("bench_writers: memfs with 1 and 16 writers, and the fdatasync floor, one disk")
@@ -157,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             say(f"  {fact}: {value}")
         (root / "floor").mkdir()
         store = Store(root / "memfs")
+        if args.commit_queue == "waking":
+            store.commits.group = group_commit.WakingGroupCommit()
+        say(f"  commits queued on: {type(store.commits.group).__name__}")
         labels = ["memfs, 1 writer", "memfs, 16 writers", "floor, 1 at once", "floor, 16 at once"]
         runs: dict[str, list[Sample]] = {label: [] for label in labels}
         try:
@@ -194,6 +247,25 @@ def main(argv: list[str] | None = None) -> int:
         say(f"memfs 16 writers / floor 16 at once: {many.rate / meds[labels[3]].rate:.2f}x")
         say(f"floor 16 at once / floor 1 at once: "
             f"{meds[labels[3]].rate / meds[labels[2]].rate:.2f}x")
+    return 0
+
+
+def queues(rounds: int, per_thread: int) -> int:
+    say("bench_writers --queues: the group commit's queues alone, 16 threads")
+    names = ["GroupCommit", "WakingGroupCommit"]
+    runs: dict[str, list[Sample]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            runs[name].append(queue_round(name, per_thread))
+    say(f"  load average: {os.getloadavg()[0]:.2f} at the end")
+    say("| queue | items/s | CPU µs/item | voluntary cs/item | involuntary cs/item "
+        "| items per flush |")
+    say("|---|---:|---:|---:|---:|---:|")
+    for name, samples in runs.items():
+        m = median(samples)
+        cpu = (m.user_ms + m.sys_ms) * 1e3
+        say(f"| {name} | {m.rate:,.0f} | {cpu:.0f} | {m.vcs:.2f} | {m.ivcs:.2f} "
+            f"| {m.batch or 0:.2f} |")
     return 0
 
 
