@@ -43,8 +43,8 @@ class GroupCommit(Generic[T]):
     lock, so the callers of a batch pass through the lock one by one; measured against
     per-waiter wake-ups (``WakingGroupCommit``) with 16 writers, that convoy costs the
     commits nothing (they are bound by CPU, not by the wait) and makes their batches
-    larger: 3.3-4.2 commits per index transaction against 2.4-3.0, with about 15 %
-    fewer context switches per write (docs/benchmarks.md)."""
+    larger: 3.8-4.1 commits per index transaction against 2.7-3.0, with fewer context
+    switches per write (docs/benchmarks.md, "16 writers: where the time goes")."""
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
