@@ -386,16 +386,16 @@ class Committer:
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
-            agents = sorted({q.commit.agent_id for q in batch})
-            if len(agents) > 1:
-                # Name every agent first, in one order for every server: PostgreSQL takes
-                # an agent's lock as a session first names it, and two servers' batches
-                # naming x, y and y, x would deadlock.
-                for agent_id in agents:
-                    ix.agent(agent_id)
+            # Every agent's row first, in one order for every server: PostgreSQL takes
+            # an agent's lock as a session first names it, and two servers' batches
+            # naming x, y and y, x would deadlock. Each row is used as read here (one
+            # statement per agent, not two): a batch holds one commit per agent, its
+            # commits taking turns, and a second one would read its row afresh.
+            heads = {a: ix.agent(a) for a in sorted({q.commit.agent_id for q in batch})}
             for item in order:
                 commit = item.commit
-                row = ix.agent(commit.agent_id)
+                agent_id = commit.agent_id
+                row = heads.pop(agent_id) if agent_id in heads else ix.agent(agent_id)
                 if row is None or row.store_id != item.store_id:
                     item.gone = True
                     continue
