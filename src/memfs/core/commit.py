@@ -193,7 +193,8 @@ class Committer:
         self._turns = _Turns()
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
         self._in_flight: dict[int, int] = {}
-        self._settled = threading.Condition()
+        self._settled = threading.Condition(threading.Lock())
+        self._settling = 0  # callers waiting in settle: _land wakes nobody when none
         self._trees: dict[str, WorkTree] = {}
         self._trees_lock = threading.Lock()
 
@@ -201,9 +202,13 @@ class Committer:
         """Wait until no commit of this process stamped at or before ``as_of`` is still
         on its way to the index (an ``asOf`` pin about to raise the clock past it)."""
         with self._settled:
-            self._settled.wait_for(
-                lambda: not any(ts <= as_of for ts in self._in_flight), timeout
-            )
+            self._settling += 1
+            try:
+                self._settled.wait_for(
+                    lambda: not any(ts <= as_of for ts in self._in_flight), timeout
+                )
+            finally:
+                self._settling -= 1
 
     def _fly(self, ts: int) -> None:
         """A commit stamped ``ts`` is on its way to the index (until ``_land``)."""
@@ -215,7 +220,8 @@ class Committer:
             left = self._in_flight.pop(ts) - 1
             if left:
                 self._in_flight[ts] = left
-            self._settled.notify_all()
+            if self._settling:  # an asOf pin is waiting (rare): it checks again
+                self._settled.notify_all()
 
     # ---- one commit ----------------------------------------------------------------
 
@@ -380,16 +386,16 @@ class Committer:
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
-            agents = sorted({q.commit.agent_id for q in batch})
-            if len(agents) > 1:
-                # Name every agent first, in one order for every server: PostgreSQL takes
-                # an agent's lock as a session first names it, and two servers' batches
-                # naming x, y and y, x would deadlock.
-                for agent_id in agents:
-                    ix.agent(agent_id)
+            # Every agent's row first, in one order for every server: PostgreSQL takes
+            # an agent's lock as a session first names it, and two servers' batches
+            # naming x, y and y, x would deadlock. Each row is used as read here (one
+            # statement per agent, not two): a batch holds one commit per agent, its
+            # commits taking turns, and a second one would read its row afresh.
+            heads = {a: ix.agent(a) for a in sorted({q.commit.agent_id for q in batch})}
             for item in order:
                 commit = item.commit
-                row = ix.agent(commit.agent_id)
+                agent_id = commit.agent_id
+                row = heads.pop(agent_id) if agent_id in heads else ix.agent(agent_id)
                 if row is None or row.store_id != item.store_id:
                     item.gone = True
                     continue

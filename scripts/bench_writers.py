@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""One writer against 16 concurrent writers in one in-process Store: where the time goes.
+
+Run from the repository root:
+
+    .venv/bin/python scripts/bench_writers.py            # ~1-3 min (longer when loaded)
+    .venv/bin/python scripts/bench_writers.py --quick    # fewer writes per round
+
+Per round (3 rounds, the median counts), on one disk, 2 KiB Markdown creates:
+
+- **memfs, 1 writer**: one thread writing to one agent;
+- **memfs, 16 writers**: 16 threads, each writing to its own agent (made before the clock
+  starts);
+- **the durable floor, 1 and 16 at once**: threads each appending 2 KiB to a file of their
+  own and ``fdatasync``-ing it (what a log entry's durability costs with nothing else:
+  16 at once shows how much the disk shares its flushes between concurrent writers).
+
+With ``--queues``, the group commit's two queues alone instead (``GroupCommit``, the
+commits' leader lock, and ``WakingGroupCommit``, the deliveries' and registrations'):
+16 threads each sleep 2 ms (a durable write, GIL released), spin 100 µs (planning)
+and submit; a flush spins 50 µs, sleeps 0.4 ms (SQLite's I/O) and spins 30 µs per
+item. ``--commit-queue waking`` runs the memfs rounds with the commits queued on
+``WakingGroupCommit`` instead of the leader lock.
+
+For each: writes/s, user and system CPU per write and voluntary and involuntary context
+switches per write (``getrusage`` of the process over the timed part), and for memfs
+the mean commits per index transaction (the group commit's batches). The ratios end
+the run: 16 writers against 1 (does concurrency pay?), and each against the floor with
+as many writers. Nothing asserts: the machine is shared, so read the ratios and the
+per-write figures, not the rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import benchkit
+from benchkit import say
+
+from memfs.core import group_commit
+from memfs.core.store import Store
+
+THREADS = 16
+DOC = b"# note\n\n" + b"x" * 2040
+
+
+@dataclass
+class Sample:
+    rate: float
+    user_ms: float
+    sys_ms: float
+    vcs: float
+    ivcs: float
+    batch: float | None = None
+
+
+def timed(threads: int, work: Callable[[int], None], writes: int) -> Sample:
+    """``work(t)`` on ``threads`` threads started together; the process's rusage over it."""
+    barrier = threading.Barrier(threads + 1)
+
+    def worker(t: int) -> None:
+        barrier.wait()
+        work(t)
+
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    barrier.wait()
+    for thread in pool:
+        thread.join()
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return Sample(
+        rate=writes / wall,
+        user_ms=(after.ru_utime - before.ru_utime) / writes * 1e3,
+        sys_ms=(after.ru_stime - before.ru_stime) / writes * 1e3,
+        vcs=(after.ru_nvcsw - before.ru_nvcsw) / writes,
+        ivcs=(after.ru_nivcsw - before.ru_nivcsw) / writes,
+    )
+
+
+def memfs_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample:
+    agents = [f"bench/{tag}-{t}" for t in range(threads)]
+    for agent in agents:
+        store.create_agent(agent)
+    group = store.commits.group
+    # Counters of this memfs's group commit (absent from older code: then no batch size).
+    flushes, flushed = getattr(group, "flushes", None), getattr(group, "flushed", None)
+
+    def work(t: int) -> None:
+        for i in range(per_thread):
+            store.write(agents[t], f"/memories/docs/d{i:05}.md", DOC, actor="bench")
+
+    sample = timed(threads, work, threads * per_thread)
+    if flushes is not None and flushed is not None:
+        took = group.flushes - flushes
+        sample.batch = (group.flushed - flushed) / max(1, took)
+    return sample
+
+
+def floor_round(root: Path, threads: int, per_thread: int, tag: str) -> Sample:
+    fds = [
+        os.open(root / f"{tag}-{t}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        for t in range(threads)
+    ]
+    entry = DOC + b"\n" * 60  # about a log entry's frame around a 2 KiB memory
+
+    def work(t: int) -> None:
+        for _ in range(per_thread):
+            os.write(fds[t], entry)
+            os.fdatasync(fds[t])
+
+    try:
+        return timed(threads, work, threads * per_thread)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+@dataclass(eq=False)
+class _Item:
+    done: bool = False
+
+
+def spin(us: float) -> None:
+    end = time.perf_counter() + us / 1e6
+    while time.perf_counter() < end:
+        pass
+
+
+def queue_round(name: str, per_thread: int) -> Sample:
+    """``--queues``: one queue class of ``group_commit`` with a stand-in flush."""
+    queue = getattr(group_commit, name)()
+    batches: list[int] = []
+
+    def flush(batch: list[_Item]) -> None:
+        batches.append(len(batch))
+        spin(50)
+        time.sleep(0.0004)
+        spin(30 * len(batch))
+        for item in batch:
+            item.done = True
+
+    def work(_t: int) -> None:
+        for _ in range(per_thread):
+            time.sleep(0.002)
+            spin(100)
+            queue.submit(_Item(), flush)
+
+    sample = timed(THREADS, work, THREADS * per_thread)
+    sample.batch = sum(batches) / max(1, len(batches))
+    return sample
+
+
+def median(samples: list[Sample]) -> Sample:
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    batches = [s.batch for s in samples if s.batch is not None]
+    return Sample(
+        rate=med([s.rate for s in samples]),
+        user_ms=med([s.user_ms for s in samples]),
+        sys_ms=med([s.sys_ms for s in samples]),
+        vcs=med([s.vcs for s in samples]),
+        ivcs=med([s.ivcs for s in samples]),
+        batch=med(batches) if batches else None,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer writes per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data", help="parent folder")
+    parser.add_argument("--keep", action="store_true", help="keep the data folder")
+    parser.add_argument("--queues", action="store_true", help="the two queues alone")
+    parser.add_argument(
+        "--commit-queue", choices=["leader", "waking"], default="leader",
+        help="the commits' queue: GroupCommit (as shipped) or WakingGroupCommit",
+    )
+    args = parser.parse_args(argv)
+    per_thread = 60 if args.quick else 150
+    single = per_thread * 4  # the single writer's writes per round
+    if args.queues:
+        return queues(args.rounds, per_thread * 4)
+
+    with benchkit.temp_root(args.dir, "bench-writers-", args.keep) as root:
+        say("bench_writers: memfs with 1 and 16 writers, and the fdatasync floor, one disk")
+        loads = [os.getloadavg()[0]]
+        for fact, value in [
+            *benchkit.machine_facts(),
+            ("filesystem", benchkit.fs_type(root)),
+        ]:
+            say(f"  {fact}: {value}")
+        (root / "floor").mkdir()
+        store = Store(root / "memfs")
+        if args.commit_queue == "waking":
+            store.commits.group = group_commit.WakingGroupCommit()
+        say(f"  commits queued on: {type(store.commits.group).__name__}")
+        labels = ["memfs, 1 writer", "memfs, 16 writers", "floor, 1 at once", "floor, 16 at once"]
+        runs: dict[str, list[Sample]] = {label: [] for label in labels}
+        try:
+            memfs_round(store, 1, 20, "warm")
+            for r in range(args.rounds):
+                steps: list[tuple[str, Callable[[], Sample]]] = [
+                    (labels[0], lambda r=r: memfs_round(store, 1, single, f"s{r}")),
+                    (labels[1], lambda r=r: memfs_round(store, THREADS, per_thread, f"c{r}")),
+                    (labels[2], lambda r=r: floor_round(root / "floor", 1, single, f"s{r}")),
+                    (
+                        labels[3],
+                        lambda r=r: floor_round(root / "floor", THREADS, per_thread, f"c{r}"),
+                    ),
+                ]
+                for label, step in steps if r % 2 == 0 else steps[::-1]:
+                    runs[label].append(step())
+                loads.append(os.getloadavg()[0])
+                say(f"  round {r + 1}/{args.rounds} done (load {loads[-1]:.2f})")
+        finally:
+            store.close()
+        say(f"  load average: {min(loads):.2f}-{max(loads):.2f} over the run")
+        say("")
+        say("| measured | writes/s | user ms/write | sys ms/write | voluntary cs/write "
+            "| involuntary cs/write | commits per index transaction |")
+        say("|---|---:|---:|---:|---:|---:|---:|")
+        meds = {label: median(samples) for label, samples in runs.items()}
+        for label, m in meds.items():
+            batch = f"{m.batch:.2f}" if m.batch is not None else "-"
+            say(f"| {label} | {m.rate:,.0f} | {m.user_ms:.2f} | {m.sys_ms:.2f} | {m.vcs:.1f} "
+                f"| {m.ivcs:.1f} | {batch} |")
+        say("")
+        one, many = meds[labels[0]], meds[labels[1]]
+        say(f"memfs 16 writers / memfs 1 writer: {many.rate / one.rate:.2f}x")
+        say(f"memfs 1 writer / floor 1 at once: {one.rate / meds[labels[2]].rate:.2f}x")
+        say(f"memfs 16 writers / floor 16 at once: {many.rate / meds[labels[3]].rate:.2f}x")
+        say(f"floor 16 at once / floor 1 at once: "
+            f"{meds[labels[3]].rate / meds[labels[2]].rate:.2f}x")
+    return 0
+
+
+def queues(rounds: int, per_thread: int) -> int:
+    say("bench_writers --queues: the group commit's queues alone, 16 threads")
+    names = ["GroupCommit", "WakingGroupCommit"]
+    runs: dict[str, list[Sample]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            runs[name].append(queue_round(name, per_thread))
+    say(f"  load average: {os.getloadavg()[0]:.2f} at the end")
+    say("| queue | items/s | CPU µs/item | voluntary cs/item | involuntary cs/item "
+        "| items per flush |")
+    say("|---|---:|---:|---:|---:|---:|")
+    for name, samples in runs.items():
+        m = median(samples)
+        cpu = (m.user_ms + m.sys_ms) * 1e3
+        say(f"| {name} | {m.rate:,.0f} | {cpu:.0f} | {m.vcs:.2f} | {m.ivcs:.2f} "
+            f"| {m.batch or 0:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
