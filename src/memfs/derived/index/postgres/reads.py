@@ -122,11 +122,12 @@ class PgRead:
     def _forget_head(self) -> None:
         self._head = None
 
-    def finish(self) -> None:
-        """End the transaction (the session's block ended without an error); a
-        session that ran no statement never began one."""
-        if self._begin is None:
-            self.conn.execute("COMMIT")
+    def finish(self) -> bool:
+        """The session's block ended without an error: whether its transaction is
+        still to be ended (a session that ran no statement never began one). The pool
+        sends that COMMIT without waiting for its answer (``pool.putconn``): a read
+        session is then its queries' round trips, no more."""
+        return self._begin is None
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Row]:
         args = [encode_text(p) for p in params]
