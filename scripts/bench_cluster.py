@@ -17,7 +17,11 @@ Starts a real SeaweedFS and a real PostgreSQL (the test engines), then prints:
 - per commit: the statements PostgreSQL ran for the servers (pg_stat_statements, when
   the server build has it), and, in this process (``Store.apply`` from ``--threads``
   threads on the same engines), the statements sent, the round trips waited for and
-  how many commits each group commit's transaction held.
+  how many commits each group commit's transaction held;
+- ``--paired SRC``: a server of another checkout (its ``src`` folder, the base) and
+  one of this checkout side by side on the same engines, the writers moved from one to
+  the other every ``--seconds`` for ``--rounds`` rounds, so both see the same load:
+  per phase and as medians, commits/s and the CPU and statements per commit.
 
 Absolute numbers depend on the machine and its load; read the ratios. On a 2-core
 machine that also runs SeaweedFS, PostgreSQL and the client, two servers can't show
@@ -26,6 +30,7 @@ trips instead.
 
     .venv/bin/python scripts/bench_cluster.py [--seconds 8] [--threads 4] [--large 20000]
         [--app-key] [--client stdlib|httpx] [--list-only] [--clone]
+        [--paired OTHER_CHECKOUT/src [--rounds 4]]
 """
 
 from __future__ import annotations
@@ -211,14 +216,14 @@ def index_trips(engine: SeaweedFS, pg_url: str, tmp: Path, threads: int, commits
 
     counts = {"statements": 0, "trips": 0, "batches": 0, "batched": 0}
     guard = threading.Lock()
-    execute, pipeline = psycopg.Connection.execute, psycopg.Connection.pipeline
+    execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
     send_commit = getattr(pool, "_send_commit", None)  # absent before it existed
     index_batch = committing.Committer._index
 
-    def counting(self: psycopg.Connection[Any], query: Any, *a: Any, **k: Any) -> Any:
+    def counting(self: psycopg.Cursor[Any], query: Any, *a: Any, **k: Any) -> Any:
         with guard:
             counts["statements"] += 1
-            counts["trips"] += self._pipeline is None
+            counts["trips"] += self.connection._pipeline is None
         return execute(self, query, *a, **k)
 
     def piped(self: psycopg.Connection[Any]) -> Any:
@@ -257,14 +262,14 @@ def index_trips(engine: SeaweedFS, pg_url: str, tmp: Path, threads: int, commits
         for agent in agents:
             store.create_agent(agent)
         run(0, 5)  # every statement prepared on the connections first
-        psycopg.Connection.execute = counting  # type: ignore[method-assign]
+        psycopg.Cursor.execute = counting  # type: ignore[method-assign]
         psycopg.Connection.pipeline = piped  # type: ignore[method-assign]
         committing.Committer._index = batch  # type: ignore[method-assign]
         if send_commit is not None:
             pool._send_commit = sent
         run(5, commits)
     finally:
-        psycopg.Connection.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
         psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
         committing.Committer._index = index_batch  # type: ignore[method-assign]
         if send_commit is not None:
@@ -434,6 +439,79 @@ def page_plan(pg_url: str, agent: str, size: int) -> str:
     return f"{scan}; {buffers}; {took}"
 
 
+def paired(
+    engine: SeaweedFS, pg: PostgresServer, tmp: Path, args: argparse.Namespace, stats: bool
+) -> None:
+    """A server of ``--paired SRC`` (PYTHONPATH=SRC: another checkout's ``src``, the
+    base) and one of this checkout side by side on the same engines, each with a
+    bucket folder and a database of its own; the writers move from one to the other
+    every ``--seconds`` for ``--rounds`` rounds, so both see the same load. Per phase
+    and per side: commits/s, the CPU per commit of the server, PostgreSQL, SeaweedFS
+    and this client, and PostgreSQL's statements per commit; the raw PUT floor before
+    and after."""
+    engines = Engines(engine, pg)
+    sides: dict[str, RealServer] = {}
+    databases: dict[str, str | None] = {}
+    for side, path in (("base", str(Path(args.paired).resolve())), ("branch", "")):
+        backend = engine.backend(side)
+        env = {
+            **engine.env(),
+            "MEMFS_OBJECTS": f"s3://{backend.bucket}/{side}",
+            "MEMFS_INDEX": pg.new_database(),
+            "PYTHONPATH": path,
+        }
+        databases[side] = env["MEMFS_INDEX"].rsplit("/", 1)[1] if stats else None
+        sides[side] = RealServer(tmp / side, env=env).start()
+    try:
+        keys = {side: app_key(srv) if args.app_key else None for side, srv in sides.items()}
+        floor = [floors(engine, pg.new_database(), args.threads, args.seconds, engines)["put"]]
+        print(f"floor before: raw conditional PUT {floor[0]:.1f}/s")
+        runs: dict[str, list[dict[str, float]]] = {"base": [], "branch": []}
+        for n in range(args.rounds):
+            order = ("base", "branch") if n % 2 == 0 else ("branch", "base")
+            for side in order:
+                r = cluster_writes(
+                    [sides[side]],
+                    args.threads,
+                    args.seconds,
+                    engines,
+                    keys[side],
+                    args.client,
+                    functools.partial(statement_calls, pg, databases[side]),
+                )
+                runs[side].append(r)
+                print(
+                    f"round {n + 1} {side:6}: {r['rate']:6.1f} commits/s  server"
+                    f" {r['cpu_ms']:5.2f}  PostgreSQL {r['postgresql_ms']:5.2f}  SeaweedFS"
+                    f" {r['seaweedfs_ms']:5.2f}  client {r['client_ms']:4.2f} ms/commit"
+                    f"  statements {r['statements']:5.2f}"
+                    f"  load {os.getloadavg()[0]:.1f}"
+                )
+        floor.append(floors(engine, pg.new_database(), args.threads, args.seconds, engines)["put"])
+        print(f"floor after: raw conditional PUT {floor[1]:.1f}/s")
+    finally:
+        for srv in sides.values():
+            srv.stop()
+    put = statistics.mean(floor)
+    print("medians (base, branch, branch / base):")
+    for field, label in (
+        ("rate", "commits/s"),
+        ("cpu_ms", "server CPU ms/commit"),
+        ("postgresql_ms", "PostgreSQL CPU ms/commit"),
+        ("seaweedfs_ms", "SeaweedFS CPU ms/commit"),
+        ("client_ms", "client CPU ms/commit"),
+        ("statements", "PostgreSQL statements/commit"),
+    ):
+        base = statistics.median(r[field] for r in runs["base"])
+        branch = statistics.median(r[field] for r in runs["branch"])
+        print(f"  {label:30} {base:8.2f} {branch:8.2f} {branch / base if base else 0:6.2f}x")
+    for side in ("base", "branch"):
+        rate = statistics.median(r["rate"] for r in runs[side])
+        print(f"  {side} commits / raw conditional PUT (mean floor {put:.1f}/s): {rate / put:.2f}x")
+    adjacent = [b["rate"] / a["rate"] for a, b in zip(runs["base"], runs["branch"], strict=True)]
+    print("  branch / base commits/s, phase by phase: " + ", ".join(f"{x:.2f}" for x in adjacent))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -474,6 +552,15 @@ def main() -> int:
         action="store_true",
         help="only the list pages (skip the commit measurements)",
     )
+    parser.add_argument(
+        "--paired",
+        metavar="SRC",
+        help="measure a server run from SRC (another checkout's src folder, the base)"
+        " against one of this checkout, side by side, writers alternated",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="with --paired: rounds of two phases (default 4)"
+    )
     args = parser.parse_args()
     larges = [int(x) for x in str(args.large).split(",")]
     tmp = Path(f"/tmp/memfs-bench-cluster-{uuid.uuid4().hex[:6]}")
@@ -494,6 +581,9 @@ def main() -> int:
                 f"  key: {'application' if args.app_key else 'admin'}  client: {args.client}"
                 f"  load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
             )
+            if args.paired:
+                paired(engine, pg, tmp, args, stats)
+                return 0
             engines = Engines(engine, pg)
             f = floors(engine, pg.new_database(), args.threads, args.seconds, engines)
             print(

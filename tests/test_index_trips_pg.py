@@ -35,11 +35,11 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """What this process waits on PostgreSQL for: each statement sent alone, and each
     pipeline (one round trip however many statements it holds)."""
     waited: list[str] = []
-    execute = psycopg.Connection.execute
+    execute = psycopg.Cursor.execute
     pipeline = psycopg.Connection.pipeline
 
-    def counting(self: psycopg.Connection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        if self._pipeline is None:
+    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        if self.connection._pipeline is None:
             waited.append(str(query))
         return execute(self, query, *args, **kw)
 
@@ -48,7 +48,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             waited.append("pipeline")
         return pipeline(self)
 
-    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
     monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
     return waited
 

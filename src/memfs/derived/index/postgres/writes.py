@@ -228,13 +228,13 @@ class PgWrite(PgRead):
         """Send the statements held for later, then ``last``, in one pipeline; the
         cursor of ``last`` (holding its answer)."""
         held = self._later.take()
-        cur = None
+        cur = self._cursor()  # the session's one cursor: answers of held ones unread
         with self.conn.pipeline():
             for sql, params in held:
-                self.conn.execute(sql, params)
+                cur.execute(sql, params)
             if last is not None:
-                cur = super()._run(*last)
-        return cur
+                return super()._run(*last)
+        return None
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
         """Run ``sql`` now, after the statements held for later, in the same round
