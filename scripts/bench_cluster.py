@@ -194,17 +194,20 @@ def enable_statement_stats(pg: PostgresServer) -> bool:
         return False
 
 
-def statement_calls(pg: PostgresServer, database: str | None) -> int:
-    """Statements PostgreSQL ran in ``database`` so far (pg_stat_statements), or 0."""
+def statement_calls(pg: PostgresServer, database: str | None) -> tuple[int, int]:
+    """Statements PostgreSQL ran in ``database`` so far (pg_stat_statements), and how
+    many of them were clock steps (one per write session that committed rows: per
+    group commit), or zeros."""
     if database is None:
-        return 0
+        return 0, 0
     with psycopg.connect(pg.url(), autocommit=True) as conn:
         row = conn.execute(
-            "SELECT COALESCE(SUM(calls), 0) FROM pg_stat_statements s"
-            " JOIN pg_database d ON d.oid=s.dbid WHERE d.datname=%s",
+            "SELECT COALESCE(SUM(calls), 0),"
+            " COALESCE(SUM(calls) FILTER (WHERE query LIKE 'WITH clock AS%%'), 0)"
+            " FROM pg_stat_statements s JOIN pg_database d ON d.oid=s.dbid WHERE d.datname=%s",
             (database,),
         ).fetchone()
-    return int(row[0]) if row else 0
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def index_trips(engine: SeaweedFS, pg_url: str, tmp: Path, threads: int, commits: int) -> str:
@@ -331,7 +334,7 @@ def cluster_writes(
     engines: Engines,
     key: str | None = None,
     client: str = "stdlib",
-    statements: Callable[[], int] = lambda: 0,
+    statements: Callable[[], tuple[int, int]] = lambda: (0, 0),
 ) -> dict[str, float]:
     """Commits from ``threads`` writers on agents of their own, over HTTP; with ``key``
     (an application key) instead of the admin key for the writes."""
@@ -351,11 +354,11 @@ def cluster_writes(
 
     cpu = group_cpu(servers)
     began = engines.sample()
-    ran = statements()
+    counted = statements()
     rate, lat = timed(threads, seconds, one)
     others = Engines.per_op(began, engines.sample(), len(lat))
     cpu = group_cpu(servers) - cpu
-    ran = statements() - ran
+    ran, steps = (after - before for after, before in zip(statements(), counted, strict=True))
     for c in clients:
         c.close()
     return {
@@ -364,6 +367,7 @@ def cluster_writes(
         "p99": pct(lat, 0.99),
         "cpu_ms": cpu / len(lat) * 1000,
         "statements": ran / len(lat),
+        "batch": len(lat) / steps if steps else 0.0,
         **{f"{k}_ms": v for k, v in others.items()},
     }
 
@@ -484,7 +488,7 @@ def paired(
                     f"round {n + 1} {side:6}: {r['rate']:6.1f} commits/s  server"
                     f" {r['cpu_ms']:5.2f}  PostgreSQL {r['postgresql_ms']:5.2f}  SeaweedFS"
                     f" {r['seaweedfs_ms']:5.2f}  client {r['client_ms']:4.2f} ms/commit"
-                    f"  statements {r['statements']:5.2f}"
+                    f"  statements {r['statements']:5.2f}  per group commit {r['batch']:4.2f}"
                     f"  load {os.getloadavg()[0]:.1f}"
                 )
         floor.append(floors(engine, pg.new_database(), args.threads, args.seconds, engines)["put"])
@@ -501,6 +505,7 @@ def paired(
         ("seaweedfs_ms", "SeaweedFS CPU ms/commit"),
         ("client_ms", "client CPU ms/commit"),
         ("statements", "PostgreSQL statements/commit"),
+        ("batch", "commits per group commit"),
     ):
         base = statistics.median(r[field] for r in runs["base"])
         branch = statistics.median(r[field] for r in runs["branch"])
@@ -627,7 +632,10 @@ def main() -> int:
                     f" SeaweedFS {r['seaweedfs_ms']:.2f} ms, client {r['client_ms']:.2f} ms"
                 )
                 if stats:
-                    print(f"            PostgreSQL statements per commit: {r['statements']:.2f}")
+                    print(
+                        f"            PostgreSQL statements per commit: {r['statements']:.2f},"
+                        f" commits per group commit: {r['batch']:.2f}"
+                    )
             trips = index_trips(
                 engine, pg.new_database(), tmp, args.threads, max(20, int(args.seconds * 8))
             )

@@ -103,6 +103,23 @@ def test_a_read_session_is_its_queries_round_trips_and_ends_its_snapshot_at_once
             assert s.put_agent("c", "C", "store-c", 1) is None
         with index.read_session() as r:
             assert r.agent("c") is not None
+        # A connection whose backend died after its COMMIT was sent (a restart, an
+        # idle timeout): the next session gets a new connection, not an error.
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            killed = other.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name='memfs-trips'"
+            ).fetchall()
+            assert killed == [(True,)]
+            # pg_terminate_backend only signals: wait until the backend is gone.
+            deadline = time.monotonic() + 60
+            while other.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name='memfs-trips'"
+            ).fetchall():
+                assert time.monotonic() < deadline, "the backend was never terminated"
+                time.sleep(0.05)
+        with index.read_session() as r:
+            assert r.agent("c") is not None
     finally:
         index.close()
 

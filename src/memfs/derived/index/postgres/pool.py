@@ -50,8 +50,26 @@ def _send_commit(conn: Conn) -> None:
 
 def _read_commit(conn: Conn, timeout: float) -> bool:
     """Read the answer of the COMMIT ``_send_commit`` sent: whether it committed and
-    left the connection idle (else the connection is to be dropped)."""
+    left the connection idle (else the connection is to be dropped). A backend that
+    ended meanwhile (a restart, ``pg_terminate_backend``, an idle timeout) said so in
+    a FATAL message, which libpq passes on as a notice once the connection is idle:
+    reading the answer consumed it, so the socket may no longer look readable
+    (``_dropped``) until the end of file arrives. Such a notice marks it dead."""
     pgconn = conn.pgconn
+    fatal: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized in ("FATAL", "PANIC"):
+            fatal.append(diag.message_primary or "")
+
+    conn.add_notice_handler(notice)
+    try:
+        return _drain(conn, pgconn, timeout) and not fatal
+    finally:
+        conn.remove_notice_handler(notice)
+
+
+def _drain(conn: Conn, pgconn: psycopg.pq.abc.PGconn, timeout: float) -> bool:
     try:
         deadline = time.monotonic() + timeout
         pgconn.consume_input()
