@@ -13,7 +13,15 @@ Starts a real SeaweedFS and a real PostgreSQL (the test engines), then prints:
 - the 200-item list page in PostgreSQL at 1k memories and at each ``--large`` size
   (``--list-only``: that alone; ``--clone``: the big lists filled by SQL copies of one
   memory's row, for 1M), measured interleaved, with the page query's plan;
-- ratios against the floors and between the cases, measured side by side here.
+- ratios against the floors and between the cases, measured side by side here;
+- per commit: the statements PostgreSQL ran for the servers (pg_stat_statements, when
+  the server build has it), and, in this process (``Store.apply`` from ``--threads``
+  threads on the same engines), the statements sent, the round trips waited for and
+  how many commits each group commit's transaction held;
+- ``--paired SRC``: a server of another checkout (its ``src`` folder, the base) and
+  one of this checkout side by side on the same engines, the writers moved from one to
+  the other every ``--seconds`` for ``--rounds`` rounds, so both see the same load:
+  per phase and as medians, commits/s and the CPU and statements per commit.
 
 Absolute numbers depend on the machine and its load; read the ratios. On a 2-core
 machine that also runs SeaweedFS, PostgreSQL and the client, two servers can't show
@@ -22,11 +30,13 @@ trips instead.
 
     .venv/bin/python scripts/bench_cluster.py [--seconds 8] [--threads 4] [--large 20000]
         [--app-key] [--client stdlib|httpx] [--list-only] [--clone]
+        [--paired OTHER_CHECKOUT/src [--rounds 4]]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import os
 import statistics
@@ -36,6 +46,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +55,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from engine_postgres import PostgresServer, dispose, start_postgres  # noqa: E402
+from engine_postgres import PostgresServer, dispose, restart, start_postgres  # noqa: E402
 from engine_seaweedfs import SeaweedFS  # noqa: E402
 from memfs.canonical.backend import MemoryBackend  # noqa: E402
 from memfs.core.planner import Put  # noqa: E402
@@ -164,6 +175,117 @@ def floors(
     return {"put": put_rate, "pg": pg_rate, **{f"put_{k}": v for k, v in put_cpu.items()}}
 
 
+def enable_statement_stats(pg: PostgresServer) -> bool:
+    """Load pg_stat_statements (a restart): whether this server build has it."""
+    try:
+        with psycopg.connect(pg.url(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET shared_preload_libraries='pg_stat_statements'")
+        pg.stop()
+        restart(pg)
+        with psycopg.connect(pg.url(), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        return True
+    except (psycopg.Error, RuntimeError) as exc:
+        print(f"pg_stat_statements unavailable ({exc}); statements per commit from this process only")
+        with psycopg.connect(pg.url(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET shared_preload_libraries")
+        pg.stop()
+        restart(pg)
+        return False
+
+
+def statement_calls(pg: PostgresServer, database: str | None) -> tuple[int, int]:
+    """Statements PostgreSQL ran in ``database`` so far (pg_stat_statements), and how
+    many of them were clock steps (one per write session that committed rows: per
+    group commit), or zeros."""
+    if database is None:
+        return 0, 0
+    with psycopg.connect(pg.url(), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT COALESCE(SUM(calls), 0),"
+            " COALESCE(SUM(calls) FILTER (WHERE query LIKE 'WITH clock AS%%'), 0)"
+            " FROM pg_stat_statements s JOIN pg_database d ON d.oid=s.dbid WHERE d.datname=%s",
+            (database,),
+        ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def index_trips(engine: SeaweedFS, pg_url: str, tmp: Path, threads: int, commits: int) -> str:
+    """Commits through ``Store.apply`` in this process from ``threads`` threads, each on
+    an agent of its own: statements sent, round trips waited for (a statement sent
+    alone, or a pipeline), and the commits per group-commit transaction."""
+    from memfs.core import commit as committing
+    from memfs.derived.index.postgres import pool
+
+    counts = {"statements": 0, "trips": 0, "batches": 0, "batched": 0}
+    guard = threading.Lock()
+    execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
+    send_commit = getattr(pool, "_send_commit", None)  # absent before it existed
+    index_batch = committing.Committer._index
+
+    def counting(self: psycopg.Cursor[Any], query: Any, *a: Any, **k: Any) -> Any:
+        with guard:
+            counts["statements"] += 1
+            counts["trips"] += self.connection._pipeline is None
+        return execute(self, query, *a, **k)
+
+    def piped(self: psycopg.Connection[Any]) -> Any:
+        with guard:
+            counts["trips"] += self._pipeline is None
+        return pipeline(self)
+
+    def sent(conn: psycopg.Connection[Any]) -> None:
+        with guard:
+            counts["statements"] += 1  # a statement, waited for by no one
+        assert send_commit is not None
+        send_commit(conn)
+
+    def batch(self: Any, items: list[Any]) -> None:
+        with guard:
+            counts["batches"] += 1
+            counts["batched"] += len(items)
+        index_batch(self, items)
+
+    store = Store(tmp / "trips", backend=engine.backend("trips"), index_location=pg_url)
+    agents = [f"trips/a{t}" for t in range(threads)]
+    body = b"---\ndescription: note\n---\n" + b"body text " * 60
+
+    def write(t: int, first: int, count: int) -> None:
+        for n in range(first, first + count):
+            store.apply(agents[t], [Put(f"/memories/m/{n}.md", body)], actor="bench")
+
+    def run(first: int, count: int) -> None:
+        workers = [threading.Thread(target=write, args=(t, first, count)) for t in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    try:
+        for agent in agents:
+            store.create_agent(agent)
+        run(0, 5)  # every statement prepared on the connections first
+        psycopg.Cursor.execute = counting  # type: ignore[method-assign]
+        psycopg.Connection.pipeline = piped  # type: ignore[method-assign]
+        committing.Committer._index = batch  # type: ignore[method-assign]
+        if send_commit is not None:
+            pool._send_commit = sent
+        run(5, commits)
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Connection.pipeline = pipeline  # type: ignore[method-assign]
+        committing.Committer._index = index_batch  # type: ignore[method-assign]
+        if send_commit is not None:
+            pool._send_commit = send_commit
+        store.close()
+    total = threads * commits
+    return (
+        f"statements {counts['statements'] / total:.2f}, round trips waited for"
+        f" {counts['trips'] / total:.2f}, commits per group commit"
+        f" {counts['batched'] / max(1, counts['batches']):.2f}"
+    )
+
+
 def app_key(server: RealServer) -> str:
     """A fresh application key (memories:write on bench/*), made through ``server``."""
     key_id = f"bench{uuid.uuid4().hex[:8]}"
@@ -212,6 +334,7 @@ def cluster_writes(
     engines: Engines,
     key: str | None = None,
     client: str = "stdlib",
+    statements: Callable[[], tuple[int, int]] = lambda: (0, 0),
 ) -> dict[str, float]:
     """Commits from ``threads`` writers on agents of their own, over HTTP; with ``key``
     (an application key) instead of the admin key for the writes."""
@@ -231,9 +354,11 @@ def cluster_writes(
 
     cpu = group_cpu(servers)
     began = engines.sample()
+    counted = statements()
     rate, lat = timed(threads, seconds, one)
     others = Engines.per_op(began, engines.sample(), len(lat))
     cpu = group_cpu(servers) - cpu
+    ran, steps = (after - before for after, before in zip(statements(), counted, strict=True))
     for c in clients:
         c.close()
     return {
@@ -241,6 +366,8 @@ def cluster_writes(
         "p50": pct(lat, 0.5),
         "p99": pct(lat, 0.99),
         "cpu_ms": cpu / len(lat) * 1000,
+        "statements": ran / len(lat),
+        "batch": len(lat) / steps if steps else 0.0,
         **{f"{k}_ms": v for k, v in others.items()},
     }
 
@@ -316,6 +443,80 @@ def page_plan(pg_url: str, agent: str, size: int) -> str:
     return f"{scan}; {buffers}; {took}"
 
 
+def paired(
+    engine: SeaweedFS, pg: PostgresServer, tmp: Path, args: argparse.Namespace, stats: bool
+) -> None:
+    """A server of ``--paired SRC`` (PYTHONPATH=SRC: another checkout's ``src``, the
+    base) and one of this checkout side by side on the same engines, each with a
+    bucket folder and a database of its own; the writers move from one to the other
+    every ``--seconds`` for ``--rounds`` rounds, so both see the same load. Per phase
+    and per side: commits/s, the CPU per commit of the server, PostgreSQL, SeaweedFS
+    and this client, and PostgreSQL's statements per commit; the raw PUT floor before
+    and after."""
+    engines = Engines(engine, pg)
+    sides: dict[str, RealServer] = {}
+    databases: dict[str, str | None] = {}
+    for side, path in (("base", str(Path(args.paired).resolve())), ("branch", "")):
+        backend = engine.backend(side)
+        env = {
+            **engine.env(),
+            "MEMFS_OBJECTS": f"s3://{backend.bucket}/{side}",
+            "MEMFS_INDEX": pg.new_database(),
+            "PYTHONPATH": path,
+        }
+        databases[side] = env["MEMFS_INDEX"].rsplit("/", 1)[1] if stats else None
+        sides[side] = RealServer(tmp / side, env=env).start()
+    try:
+        keys = {side: app_key(srv) if args.app_key else None for side, srv in sides.items()}
+        floor = [floors(engine, pg.new_database(), args.threads, args.seconds, engines)["put"]]
+        print(f"floor before: raw conditional PUT {floor[0]:.1f}/s")
+        runs: dict[str, list[dict[str, float]]] = {"base": [], "branch": []}
+        for n in range(args.rounds):
+            order = ("base", "branch") if n % 2 == 0 else ("branch", "base")
+            for side in order:
+                r = cluster_writes(
+                    [sides[side]],
+                    args.threads,
+                    args.seconds,
+                    engines,
+                    keys[side],
+                    args.client,
+                    functools.partial(statement_calls, pg, databases[side]),
+                )
+                runs[side].append(r)
+                print(
+                    f"round {n + 1} {side:6}: {r['rate']:6.1f} commits/s  server"
+                    f" {r['cpu_ms']:5.2f}  PostgreSQL {r['postgresql_ms']:5.2f}  SeaweedFS"
+                    f" {r['seaweedfs_ms']:5.2f}  client {r['client_ms']:4.2f} ms/commit"
+                    f"  statements {r['statements']:5.2f}  per group commit {r['batch']:4.2f}"
+                    f"  load {os.getloadavg()[0]:.1f}"
+                )
+        floor.append(floors(engine, pg.new_database(), args.threads, args.seconds, engines)["put"])
+        print(f"floor after: raw conditional PUT {floor[1]:.1f}/s")
+    finally:
+        for srv in sides.values():
+            srv.stop()
+    put = statistics.mean(floor)
+    print("medians (base, branch, branch / base):")
+    for field, label in (
+        ("rate", "commits/s"),
+        ("cpu_ms", "server CPU ms/commit"),
+        ("postgresql_ms", "PostgreSQL CPU ms/commit"),
+        ("seaweedfs_ms", "SeaweedFS CPU ms/commit"),
+        ("client_ms", "client CPU ms/commit"),
+        ("statements", "PostgreSQL statements/commit"),
+        ("batch", "commits per group commit"),
+    ):
+        base = statistics.median(r[field] for r in runs["base"])
+        branch = statistics.median(r[field] for r in runs["branch"])
+        print(f"  {label:30} {base:8.2f} {branch:8.2f} {branch / base if base else 0:6.2f}x")
+    for side in ("base", "branch"):
+        rate = statistics.median(r["rate"] for r in runs[side])
+        print(f"  {side} commits / raw conditional PUT (mean floor {put:.1f}/s): {rate / put:.2f}x")
+    adjacent = [b["rate"] / a["rate"] for a, b in zip(runs["base"], runs["branch"], strict=True)]
+    print("  branch / base commits/s, phase by phase: " + ", ".join(f"{x:.2f}" for x in adjacent))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -356,11 +557,21 @@ def main() -> int:
         action="store_true",
         help="only the list pages (skip the commit measurements)",
     )
+    parser.add_argument(
+        "--paired",
+        metavar="SRC",
+        help="measure a server run from SRC (another checkout's src folder, the base)"
+        " against one of this checkout, side by side, writers alternated",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="with --paired: rounds of two phases (default 4)"
+    )
     args = parser.parse_args()
     larges = [int(x) for x in str(args.large).split(",")]
     tmp = Path(f"/tmp/memfs-bench-cluster-{uuid.uuid4().hex[:6]}")
     pg = start_postgres()
     try:
+        stats = False if args.list_only else enable_statement_stats(pg)
         if args.list_only:
             pages = list_pages(pg.new_database(), [1000, *larges], tmp, clone=args.clone)
             for large in larges:
@@ -375,6 +586,9 @@ def main() -> int:
                 f"  key: {'application' if args.app_key else 'admin'}  client: {args.client}"
                 f"  load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
             )
+            if args.paired:
+                paired(engine, pg, tmp, args, stats)
+                return 0
             engines = Engines(engine, pg)
             f = floors(engine, pg.new_database(), args.threads, args.seconds, engines)
             print(
@@ -396,8 +610,15 @@ def main() -> int:
                     srv.start()
                 try:
                     key = app_key(servers[0]) if args.app_key else None
+                    database = env["MEMFS_INDEX"].rsplit("/", 1)[1] if stats else None
                     results[count] = r = cluster_writes(
-                        servers, args.threads, args.seconds, engines, key, args.client
+                        servers,
+                        args.threads,
+                        args.seconds,
+                        engines,
+                        key,
+                        args.client,
+                        functools.partial(statement_calls, pg, database),
                     )
                 finally:
                     for srv in servers:
@@ -410,6 +631,15 @@ def main() -> int:
                     f"            CPU per commit elsewhere: PostgreSQL {r['postgresql_ms']:.2f} ms,"
                     f" SeaweedFS {r['seaweedfs_ms']:.2f} ms, client {r['client_ms']:.2f} ms"
                 )
+                if stats:
+                    print(
+                        f"            PostgreSQL statements per commit: {r['statements']:.2f},"
+                        f" commits per group commit: {r['batch']:.2f}"
+                    )
+            trips = index_trips(
+                engine, pg.new_database(), tmp, args.threads, max(20, int(args.seconds * 8))
+            )
+            print(f"in this process, per commit ({args.threads} threads): {trips}")
             print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
             pages = list_pages(pg.new_database(), [1000, *larges], tmp, clone=args.clone)
             for size, ms in pages.items():

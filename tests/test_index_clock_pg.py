@@ -107,13 +107,13 @@ def test_a_commit_sends_its_clock_step_and_shifts_as_one_statement(
     stamped rows) and COMMIT, where there were a clock step and an UPDATE per kind of
     stamped row (each a statement for the server to run and the client to send)."""
     sent: list[str] = []
-    execute = psycopg.Connection.execute
+    execute = psycopg.Cursor.execute
 
-    def counting(self: psycopg.Connection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
         sent.append(str(query))
         return execute(self, query, *args, **kw)
 
-    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
     with idx.write_session() as b:
         row = b.agent("b")
         assert row is not None
@@ -132,11 +132,11 @@ def test_a_commit_after_its_agents_row_is_two_round_trips_and_still_idempotent(
     session is two round trips (BEGIN, lock and row; the rows, the clock step and
     COMMIT), not three. The same commit applied again in that session is refused."""
     trips: list[str] = []
-    execute = psycopg.Connection.execute
+    execute = psycopg.Cursor.execute
     pipeline = psycopg.Connection.pipeline
 
-    def counting(self: psycopg.Connection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        if self._pipeline is None:
+    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        if self.connection._pipeline is None:
             trips.append(str(query))
         return execute(self, query, *args, **kw)
 
@@ -145,7 +145,7 @@ def test_a_commit_after_its_agents_row_is_two_round_trips_and_still_idempotent(
             trips.append("pipeline")
         return pipeline(self)
 
-    monkeypatch.setattr(psycopg.Connection, "execute", counting)
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
     monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
     data = b"v1\n"
     sha = hashlib.sha256(data).hexdigest()

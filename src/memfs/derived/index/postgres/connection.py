@@ -133,17 +133,18 @@ class PostgresIndex:
         become Unavailable."""
         try:
             conn = self._pool.getconn()
+            commit = False  # a read session's COMMIT, sent by the pool (pool.py)
             try:
                 opened = session(conn, begin)
                 yield opened
-                opened.finish()
+                commit = opened.finish()
             except BaseException:
                 if not conn.closed and conn.info.transaction_status != _IDLE:
                     with contextlib.suppress(psycopg.Error):
                         conn.execute("ROLLBACK")
                 raise
             finally:
-                self._pool.putconn(conn)
+                self._pool.putconn(conn, commit=commit)
         except psycopg.OperationalError as exc:
             raise IndexUnreachable(
                 f"the PostgreSQL index is unavailable ({_reason(exc)}); retry shortly"

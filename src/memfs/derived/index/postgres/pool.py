@@ -7,6 +7,12 @@ Here a checkout takes an idle connection, or connects in the calling thread: a d
 that is down is an immediate error naming the reason, and the first request after it
 is back connects again. At most ``size`` connections exist at once; a checkout beyond
 that waits (up to ``wait`` seconds) for one to be returned.
+
+A read session's COMMIT is sent as the connection is given back, and its answer read
+when the connection is next taken (``putconn(conn, commit=True)``): a read-only
+transaction's end needs no answer before the request goes on, and by the next checkout
+the answer has long arrived, so a read session costs one round trip fewer. PostgreSQL
+runs the COMMIT on receipt: the snapshot is not held while the connection is idle.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import select
 import threading
+import time
 from typing import Any
 
 import psycopg
@@ -32,6 +39,54 @@ def _dropped(conn: Conn) -> bool:
     return bool(readable) or conn.closed or conn.broken
 
 
+def _send_commit(conn: Conn) -> None:
+    """Send COMMIT on ``conn`` without waiting for its answer (psycopg's connections
+    are non-blocking: flush until libpq has handed everything to the socket)."""
+    pgconn = conn.pgconn
+    pgconn.send_query(b"COMMIT")
+    while pgconn.flush():
+        select.select([], [pgconn.socket], [], 1.0)
+
+
+def _read_commit(conn: Conn, timeout: float) -> bool:
+    """Read the answer of the COMMIT ``_send_commit`` sent: whether it committed and
+    left the connection idle (else the connection is to be dropped). A backend that
+    ended meanwhile (a restart, ``pg_terminate_backend``, an idle timeout) said so in
+    a FATAL message, which libpq passes on as a notice once the connection is idle:
+    reading the answer consumed it, so the socket may no longer look readable
+    (``_dropped``) until the end of file arrives. Such a notice marks it dead."""
+    pgconn = conn.pgconn
+    fatal: list[str] = []
+
+    def notice(diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized in ("FATAL", "PANIC"):
+            fatal.append(diag.message_primary or "")
+
+    conn.add_notice_handler(notice)
+    try:
+        return _drain(conn, pgconn, timeout) and not fatal
+    finally:
+        conn.remove_notice_handler(notice)
+
+
+def _drain(conn: Conn, pgconn: psycopg.pq.abc.PGconn, timeout: float) -> bool:
+    try:
+        deadline = time.monotonic() + timeout
+        pgconn.consume_input()
+        while pgconn.is_busy():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            select.select([pgconn.socket], [], [], left)
+            pgconn.consume_input()
+        ok = False
+        while (result := pgconn.get_result()) is not None:
+            ok = result.status == psycopg.pq.ExecStatus.COMMAND_OK
+    except (OSError, psycopg.Error):
+        return False
+    return ok and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 class PoolExhausted(psycopg.OperationalError):
     """Every connection stayed busy for the whole wait."""
 
@@ -41,7 +96,8 @@ class Pool:
         self.url = url
         self.connect_timeout = connect_timeout
         self.wait = wait
-        self._idle: list[Conn] = []
+        # Idle connections, each with whether its COMMIT's answer is still to be read.
+        self._idle: list[tuple[Conn, bool]] = []
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
@@ -71,7 +127,12 @@ class Pool:
             with self._lock:
                 if self._closed:
                     raise psycopg.OperationalError("the index is closed")
-                conn = self._idle.pop() if self._idle else None
+                conn, ending = self._idle.pop() if self._idle else (None, False)
+            if conn is not None and ending and not _read_commit(conn, self.connect_timeout):
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+                self.drop_idle()
+                conn = None
             if conn is not None and _dropped(conn):
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
@@ -82,18 +143,25 @@ class Pool:
             self._slots.release()
             raise
 
-    def putconn(self, conn: Conn) -> None:
+    def putconn(self, conn: Conn, *, commit: bool = False) -> None:
         """Give back a connection taken with ``getconn``: kept if it is idle and sound,
-        closed otherwise (broken by an outage, or left inside a transaction)."""
+        closed otherwise (broken by an outage, or left inside a transaction). With
+        ``commit``, its (read-only) transaction is ended here: COMMIT is sent, and its
+        answer read at the next checkout."""
         try:
-            sound = (
-                not conn.closed
-                and not conn.broken
-                and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-            )
+            status = conn.info.transaction_status
+            sound = not conn.closed and not conn.broken
+            if sound and commit and status == psycopg.pq.TransactionStatus.INTRANS:
+                try:
+                    _send_commit(conn)
+                except (OSError, psycopg.Error):
+                    sound = False
+            else:
+                commit = False
+                sound = sound and status == psycopg.pq.TransactionStatus.IDLE
             with self._lock:
                 if sound and not self._closed:
-                    self._idle.append(conn)
+                    self._idle.append((conn, commit))
                     return
             with contextlib.suppress(psycopg.Error):
                 conn.close()
@@ -105,7 +173,7 @@ class Pool:
         before the same outage, are dead too)."""
         with self._lock:
             idle, self._idle = self._idle, []
-        for conn in idle:
+        for conn, _ in idle:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
 

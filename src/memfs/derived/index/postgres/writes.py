@@ -26,6 +26,7 @@ no index lock is involved. Runs lock their agent (their rows are the agent's).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -209,9 +210,15 @@ class PgWrite(PgRead):
         self._raise_to: int | None = None  # the clock is raised to at least this
         self._given: tuple[int, int] | None = None  # least and most stamp given to rows
         self._stamps = _Stamped()  # the rows stamped with given stamps
-        # agent -> its revision as read under this session's lock (``agent``), or
-        # raised since by ``apply_commit``: a commit past it is not in the index yet.
-        self._heads: dict[str, int] = {}
+        # agent -> its row as read under this session's lock (``agent``), kept as this
+        # session's own commits change it (``apply_commit``): no other writer changes
+        # it while the lock is held, so a second ``agent()`` of a batch is answered
+        # here (a round trip fewer per commit), and a commit past its revision is not
+        # in the index yet. Anything else that may change the row drops it.
+        self._rows: dict[str, AgentRow] = {}
+        # The last clock this session read: a later read could only be higher, and a
+        # stamp given from an older one is made final by the clock step (``finish``).
+        self._clock: int | None = None
         self._later = _Later()
         self._began = begin
         if begin is not None:
@@ -221,13 +228,13 @@ class PgWrite(PgRead):
         """Send the statements held for later, then ``last``, in one pipeline; the
         cursor of ``last`` (holding its answer)."""
         held = self._later.take()
-        cur = None
+        cur = self._cursor()  # the session's one cursor: answers of held ones unread
         with self.conn.pipeline():
             for sql, params in held:
-                self.conn.execute(sql, params)
+                cur.execute(sql, params)
             if last is not None:
-                cur = super()._run(*last)
-        return cur
+                return super()._run(*last)
+        return None
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
         """Run ``sql`` now, after the statements held for later, in the same round
@@ -275,9 +282,11 @@ class PgWrite(PgRead):
         self._given = (min(least, at), max(most, at))
         return self._stamps
 
-    def finish(self) -> None:
+    def finish(self) -> bool:
         """COMMIT, after the statements held for later and, when the session stamped
-        rows or raised the clock, the clock step: all in one round trip."""
+        rows or raised the clock, the clock step: all in one round trip, its answer
+        waited for (a write is acknowledged once committed). False: nothing is left
+        to end."""
         if self._given is not None or self._raise_to is not None:
             least, most = self._given or (None, None)
             self._later.execute(
@@ -285,9 +294,10 @@ class PgWrite(PgRead):
             )
         if self._later.sql == [(self._began, None)]:
             self._later.take()  # nothing was asked or written: nothing to send
-            return
+            return False
         self._later.execute("COMMIT")
         self._send()
+        return False
 
     # --- commits --------------------------------------------------------------------
 
@@ -297,8 +307,8 @@ class PgWrite(PgRead):
         """Record ``commit`` (idempotent: False if its revision is already there)."""
         agent = commit.agent_id
         self.lock_agent(agent)
-        head = self._heads.get(agent)
-        if head is not None and commit.revision > head:
+        known = self._rows.get(agent)
+        if known is not None and commit.revision > known.revision:
             # The agent's row, read under the lock this session holds, is behind this
             # commit, and a commits row is never past its agent's revision (both are
             # written together, and erased together): the row is new, so nothing waits
@@ -315,8 +325,13 @@ class PgWrite(PgRead):
         # The rest depends on no answer: held, and sent with the clock step and COMMIT
         # (or the next statement waited for), rather than one round trip each.
         self._apply_changes(commit, visible_at, contents, self._later)
-        if head is not None:
-            self._heads[agent] = max(head, commit.revision)
+        if known is not None:  # as the agents row's UPDATE leaves it
+            self._rows[agent] = dataclasses.replace(
+                known,
+                name=commit.agent_name if commit.agent_name is not None else known.name,
+                revision=max(known.revision, commit.revision),
+                last_ts=max(known.last_ts, commit.ts),
+            )
         stamps = self._stamped(visible_at)
         stamps.commits.append((agent, commit.revision))
         for change in commit.changes:
@@ -329,26 +344,49 @@ class PgWrite(PgRead):
         return self._run(_INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry))
 
     def agent(self, agent_id: str) -> AgentRow | None:
-        """The agent's row, read under its lock (taken first, in the same round trip)."""
+        """The agent's row, read under its lock (taken first, in the same round trip);
+        read again in this session, the row as kept (see ``_rows``)."""
+        known = self._rows.get(agent_id)
+        if known is not None:
+            return known
         self.lock_agent(agent_id)
         row = super().agent(agent_id)
-        if row is None:
-            self._heads.pop(agent_id, None)
-        else:
-            self._heads[agent_id] = row.revision
+        assert self._head is not None
+        self._clock = self._head[2]
+        if row is not None:
+            self._rows[agent_id] = row
         return row
+
+    def clock(self) -> int:
+        if self._head is None and self._clock is not None:
+            return self._clock
+        self._clock = super().clock()
+        return self._clock
 
     def _apply_changes(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], out: _Later | _Now
     ) -> None:
         agent = commit.agent_id
-        # The agent's count and bytes: the touched paths' old rows out now, their new
-        # rows in with the revision below (as the SQLite index does).
+        # The agent's row in one statement, before the memories rows change: its count
+        # and bytes lose the touched paths' old rows (read now) and gain the rows the
+        # commit leaves there; one UPDATE (one row version, one statement) where the
+        # SQLite index takes two.
+        count, size = live_delta(commit)
         out.execute(
-            "UPDATE agents SET (memory_count, memory_bytes)=(SELECT agents.memory_count-COUNT(*),"
-            " agents.memory_bytes-COALESCE(SUM(bytes), 0) FROM memories"
-            " WHERE agent_id=%s AND path=ANY(%s)) WHERE agent_id=%s",
-            (agent, sorted({c.path for c in commit.changes}), agent),
+            "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
+            " name=COALESCE(%s, name), (memory_count, memory_bytes)=(SELECT"
+            " agents.memory_count-COUNT(*)+%s, agents.memory_bytes-COALESCE(SUM(bytes), 0)+%s"
+            " FROM memories WHERE agent_id=%s AND path=ANY(%s)) WHERE agent_id=%s",
+            (
+                commit.revision,
+                commit.ts,
+                commit.agent_name,
+                count,
+                size,
+                agent,
+                sorted({c.path for c in commit.changes}),
+                agent,
+            ),
         )
         for change in commit.changes:
             if change.version > 1:
@@ -405,12 +443,6 @@ class PgWrite(PgRead):
             links = link_rows(agent, change.path, change.version, visible_at, content)
             if links:
                 out.executemany(ADD_LINK, links)
-        out.execute(
-            "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
-            " name=COALESCE(%s, name), memory_count=memory_count+%s,"
-            " memory_bytes=memory_bytes+%s WHERE agent_id=%s",
-            (commit.revision, commit.ts, commit.agent_name, *live_delta(commit), agent),
-        )
 
     def bulk_load(
         self,
@@ -422,7 +454,7 @@ class PgWrite(PgRead):
         each commit writes (visible at its timestamp), every statement in one pipeline
         (the rows are empty, so no answer is waited for until the end)."""
         self.lock_agent(agent)
-        self._heads.pop(agent, None)
+        self._rows.pop(agent, None)
         self._send()  # the lock (and BEGIN), before the rest
         with self.conn.pipeline():
             return self._load(entries, blob)
@@ -467,12 +499,12 @@ class PgWrite(PgRead):
             if table not in DERIVED_TABLES:
                 raise ValueError(f"not an index table: {table!r}")
             self.lock_everything()  # every agent's rows
-            self._heads.clear()
+            self._rows.clear()
             self._run(f"DELETE FROM {table}")
 
     def drop_agent(self, agent_id: str, *, runs: bool = True) -> None:
         self.lock_agent(agent_id)
-        self._heads.pop(agent_id, None)
+        self._rows.pop(agent_id, None)
         for table in DERIVED_TABLES:
             if runs or table not in ("runs", "run_steps"):
                 self._run(f"DELETE FROM {table} WHERE agent_id=%s", (agent_id,))
@@ -487,7 +519,7 @@ class PgWrite(PgRead):
 
     def put_agent(self, agent_id: str, name: str, store_id: str, created_at: int) -> None:
         self.lock_agent(agent_id)  # two creators of one id queue; the bucket decides
-        self._heads.pop(agent_id, None)
+        self._rows.pop(agent_id, None)
         self._run(
             "INSERT INTO agents(agent_id, name, store_id, created_at) VALUES(%s,%s,%s,%s)"
             " ON CONFLICT DO NOTHING",
@@ -504,6 +536,7 @@ class PgWrite(PgRead):
         self._run(f'SAVEPOINT "{_name(name)}"')
 
     def rollback_to(self, name: str) -> None:
+        self._rows.clear()  # what was undone may have changed them
         self._run(f'ROLLBACK TO SAVEPOINT "{_name(name)}"')
 
     def release(self, name: str) -> None:

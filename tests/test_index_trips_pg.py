@@ -1,0 +1,162 @@
+"""Round trips of the PostgreSQL index's sessions (real PostgreSQL): a read session
+ends without waiting for its COMMIT (the pool reads the answer at the next checkout),
+and a write session reads each agent's row once (a group commit's batch names its
+agents first, then each again per commit)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from memfs.derived.index.postgres import PostgresIndex
+from memfs.domain.commits import CREATED, Change, Commit
+
+
+@pytest.fixture
+def idx(postgres_url: str) -> Iterator[PostgresIndex]:
+    # One connection: every session below reuses the one the previous session left.
+    index = PostgresIndex(postgres_url, pool_size=1)
+    with index.write_session() as s:
+        for agent in ("a", "b"):
+            s.put_agent(agent, agent.upper(), f"store-{agent}", 1)
+    try:
+        yield index
+    finally:
+        index.close()
+
+
+@pytest.fixture
+def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What this process waits on PostgreSQL for: each statement sent alone, and each
+    pipeline (one round trip however many statements it holds)."""
+    waited: list[str] = []
+    execute = psycopg.Cursor.execute
+    pipeline = psycopg.Connection.pipeline
+
+    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        if self.connection._pipeline is None:
+            waited.append(str(query))
+        return execute(self, query, *args, **kw)
+
+    def piped(self: psycopg.Connection[Any]) -> Any:
+        if self._pipeline is None:
+            waited.append("pipeline")
+        return pipeline(self)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
+    return waited
+
+
+def _commit(agent: str, revision: int, path: str) -> tuple[Commit, dict[str, bytes]]:
+    data = f"{agent} {revision}\n".encode()
+    sha = hashlib.sha256(data).hexdigest()
+    change = Change(path, CREATED, 1, None, sha, len(data), content=data.decode())
+    return Commit(agent, revision, 10**12 + revision, "t", "m", (change,)), {sha: data}
+
+
+def _state(url: str, application: str) -> str:
+    """The state of the one backend of this test's index (pg_stat_activity)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT state FROM pg_stat_activity WHERE datname=current_database()"
+            " AND pid<>pg_backend_pid() AND backend_type='client backend'"
+            " AND application_name=%s",
+            (application,),
+        ).fetchall()
+    assert len(rows) == 1, rows
+    return str(rows[0][0])
+
+
+def test_a_read_session_is_its_queries_round_trips_and_ends_its_snapshot_at_once(
+    postgres_url: str, trips: list[str]
+) -> None:
+    """One query in a read session is one round trip (BEGIN goes with it, COMMIT is
+    sent without waiting). PostgreSQL still ends the transaction at once: the idle
+    connection is not left inside it (holding its snapshot), and the next session on
+    that connection sees a write committed after the first ended."""
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "application_name=memfs-trips"
+    index = PostgresIndex(url, pool_size=1)
+    try:
+        with index.write_session() as s:
+            s.put_agent("a", "A", "store-a", 1)
+        trips.clear()
+        with index.read_session() as r:
+            row = r.agent("a")
+            assert row is not None and row.revision == 0
+        assert trips == ["pipeline"], trips
+        deadline = time.monotonic() + 60
+        while _state(url, "memfs-trips") != "idle":
+            assert time.monotonic() < deadline, "the read's transaction was never ended"
+            time.sleep(0.05)
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            other.execute("UPDATE agents SET revision=7 WHERE agent_id='a'")
+        with index.read_session() as r:  # the same connection, its COMMIT's answer read
+            row = r.agent("a")
+            assert row is not None and row.revision == 7
+        with index.write_session() as s:  # and a write session after it
+            assert s.put_agent("c", "C", "store-c", 1) is None
+        with index.read_session() as r:
+            assert r.agent("c") is not None
+        # A connection whose backend died after its COMMIT was sent (a restart, an
+        # idle timeout): the next session gets a new connection, not an error.
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            killed = other.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name='memfs-trips'"
+            ).fetchall()
+            assert killed == [(True,)]
+            # pg_terminate_backend only signals: wait until the backend is gone.
+            deadline = time.monotonic() + 60
+            while other.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name='memfs-trips'"
+            ).fetchall():
+                assert time.monotonic() < deadline, "the backend was never terminated"
+                time.sleep(0.05)
+        with index.read_session() as r:
+            assert r.agent("c") is not None
+    finally:
+        index.close()
+
+
+def test_a_batch_reads_each_agents_row_once_and_follows_its_own_commits(
+    idx: PostgresIndex, trips: list[str]
+) -> None:
+    """A group commit of two agents names both (their locks and rows: a round trip
+    each), then reads each row again per commit: those reads are answered from the
+    rows the session keeps, as its commits changed them, so the whole batch is three
+    round trips. A rollback to a savepoint forgets the kept rows."""
+    commit_a, contents_a = _commit("a", 1, "/memories/x.md")
+    commit_b, contents_b = _commit("b", 1, "/memories/y.md")
+    trips.clear()
+    with idx.write_session() as s:
+        assert s.agent("a") is not None and s.agent("b") is not None
+        row = s.agent("a")
+        assert row is not None and row.revision == 0
+        assert s.apply_commit(commit_a, commit_a.ts, contents_a, commit_a.to_bytes())
+        row = s.agent("a")
+        assert row is not None and (row.revision, row.last_ts) == (1, commit_a.ts)
+        row = s.agent("b")
+        assert row is not None and row.revision == 0
+        assert s.apply_commit(commit_b, commit_b.ts, contents_b, commit_b.to_bytes())
+        assert s.clock() == 0  # the clock as read with the rows: no round trip either
+    assert trips == ["pipeline", "pipeline", "pipeline"], trips
+    with idx.read_session() as r:
+        assert [(a.agent_id, a.revision) for a in r.agents("", None, 10)] == [("a", 1), ("b", 1)]
+        assert r.agent_stats("a") == (1, len(b"a 1\n"))
+        assert r.clock() == commit_b.ts
+    commit_a2, contents_a2 = _commit("a", 2, "/memories/z.md")
+    with idx.write_session() as s:
+        assert s.agent("a") is not None
+        s.savepoint("undo")
+        assert s.apply_commit(commit_a2, commit_a2.ts, contents_a2, commit_a2.to_bytes())
+        s.rollback_to("undo")
+        row = s.agent("a")  # read again: the commit was undone
+        assert row is not None and row.revision == 1
+    with idx.read_session() as r:
+        assert r.agent_stats("a") == (1, len(b"a 1\n"))
