@@ -554,7 +554,10 @@ def main() -> int:
             f"uvicorn extras installed (auto-selected by both servers): {benchkit.uvicorn_extras()}"
         )
         # Both servers log as ``memfs serve`` does; the comparison is only fair that way.
-        print("access log: on for every server (uvicorn's, log_level info, to its log file)")
+        print(
+            "access log: on for every server, one line per request to its log file"
+            " (uvicorn's, log_level info, with memfs's formatter: memfs.cli.serve.log_config)"
+        )
         print(
             benchkit.generator_line(
                 generator, args.connections, args.threads, args.seconds, args.warmup
