@@ -406,8 +406,8 @@ def measure(
         print(
             f"  {name:<13} {result.rate:7.0f} req/s  p50 {result.p50_ms:7.2f} ms  "
             f"p99 {result.p99_ms:7.2f} ms  errors {result.errors}  "
-            f"generator CPU {result.generator_cpu:.2f}  server CPU {result.server_cpu:.2f}  "
-            f"statuses {result.statuses}",
+            f"generator CPU {result.generator_cpu:.2f}  server CPU {result.server_cpu:.2f}"
+            f" ({result.cpu_ms:.2f} ms/request)  statuses {result.statuses}",
             flush=True,
         )
         out[name] = {
@@ -420,6 +420,7 @@ def measure(
             "wrapped": result.wrapped,
             "generator_cpu": result.generator_cpu,
             "server_cpu": result.server_cpu,
+            "server_cpu_ms_per_request": result.cpu_ms,
         }
     runs = out["runs"]
     drained = runs["executed_while_draining"]
@@ -456,6 +457,16 @@ def measure(
         out["floor / bare"] = floor_rate / bare_rate
         out["unique / floor"] = unique_floor
     report.ratio(f"duplicates / bare ({workers} workers)", duplicate_ratio, 0.6)
+    # Server CPU per request, bare over duplicate: what the ratio would be if both
+    # servers had the same CPU (on a loaded machine the kernel shares it by runnable
+    # thread, and memfs has a pool of them where the bare app has one per worker).
+    bare_cpu = (loads["bare (before)"].cpu_ms + loads["bare (after)"].cpu_ms) / 2
+    if loads["duplicate"].cpu_ms:
+        report.add(
+            f"duplicates / bare per server CPU ({workers} workers)",
+            f"{bare_cpu / loads['duplicate'].cpu_ms:.2f}x (informational: bare's CPU per"
+            f" request {bare_cpu:.2f} ms, a duplicate's {loads['duplicate'].cpu_ms:.2f} ms)",
+        )
     out["unique / bare"] = unique_ratio
     out["duplicate / bare"] = duplicate_ratio
     return out
@@ -541,6 +552,11 @@ def main() -> int:
         print(f"data on: {benchkit.df_type(root)} ({root})")
         print(
             f"uvicorn extras installed (auto-selected by both servers): {benchkit.uvicorn_extras()}"
+        )
+        # Both servers log as ``memfs serve`` does; the comparison is only fair that way.
+        print(
+            "access log: on for every server, one line per request to its log file"
+            " (uvicorn's, log_level info, with memfs's formatter: memfs.cli.serve.log_config)"
         )
         print(
             benchkit.generator_line(

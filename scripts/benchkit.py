@@ -321,6 +321,8 @@ def serve_bare(app: str, port: int, workers: int) -> None:
     """Serve ``app`` (``module:attribute``) with the uvicorn arguments of ``memfs.cli.serve.run``."""
     import uvicorn
 
+    from memfs.cli.serve import log_config
+
     uvicorn.run(
         app,
         host="127.0.0.1",
@@ -328,6 +330,7 @@ def serve_bare(app: str, port: int, workers: int) -> None:
         workers=workers if workers > 1 else None,
         log_level="info",
         timeout_graceful_shutdown=30,
+        log_config=log_config(),  # the access log line memfs serve writes, the same way
     )
 
 

@@ -8,12 +8,14 @@ build the app with ``memfs.http.app:create_app``.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import shutil
 import signal
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from memfs import config
 from memfs.cli.base import Parser, command
@@ -167,11 +169,23 @@ def run(args: argparse.Namespace, store: Store) -> int:
             # MEMFS_MAX_CONNECTIONS are answered 503 at once.
             http="memfs.http.protocol:BoundedHTTPProtocol",
             limit_concurrency=settings.max_connections,
+            log_config=log_config(),
         )
     finally:
         if metrics_dir is not None:
             shutil.rmtree(metrics_dir, ignore_errors=True)
     return 0
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's default logging settings, with the access line written by
+    ``memfs.http.access_log.AccessFormatter`` (the same line for less CPU). The
+    benchmarks' bare servers run with these too, so both sides log alike."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["access"]["()"] = "memfs.http.access_log.AccessFormatter"
+    return config
 
 
 def _metrics_folder(workers: int) -> Path | None:

@@ -38,11 +38,12 @@ import functools
 import hashlib
 import json
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from memfs.canonical import layout
+from memfs.canonical import identity, layout
 from memfs.canonical.backend import MissingObject
 from memfs.core import cas
 from memfs.core.delivery_records import put_record, record_of
@@ -98,6 +99,28 @@ class Run:
             self.output,
             self.error,
         )
+
+
+# The delivery records this process has read, per store: key -> (its run id, the
+# identity of the record's file when it was read). A sender's retries are then
+# answered with one lstat and the run's row instead of reading and parsing the record
+# (a whole batch file for a record made in a batch: core/delivery_records.py). Exact,
+# not a time window: a record never changes while it exists, and a new one under the
+# same key (after collection or erasure, by any process) is a new file, so a
+# different identity; the run's row must also still name the key (collection forgets
+# it, erasure removes the row). Bounded: emptied when full, refilled by the ids still
+# being retried.
+KNOWN_MAX = 4096
+_KNOWN: weakref.WeakKeyDictionary[Store, dict[str, tuple[str, identity.Identity]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _known_ids(store: Store) -> dict[str, tuple[str, identity.Identity]]:
+    known = _KNOWN.get(store)
+    if known is None:
+        known = _KNOWN.setdefault(store, {})
+    return known
 
 
 def _prefix(agent_id: str) -> str:
@@ -328,6 +351,17 @@ class Runs:
         server's event loop) and answers None also for a record whose run is not indexed
         yet (its first delivery is a moment from doing so): ``deliver`` then waits."""
         key = delivery_key(agent_id, trigger_id, webhook_id)
+        known = _known_ids(self.store)
+        seen = known.get(key)
+        if seen is not None:
+            if identity.of(self.backend, key) == seen[1]:
+                run = self._current(agent_id, seen[0])
+                if run is not None and run.delivery_key == key:
+                    return run
+            known.pop(key, None)  # collected, erased, or not indexed yet: read it
+        # The identity before the read: if the file is replaced in between, the bytes
+        # are the new file's and the identity the old one's, so the next check misses.
+        ident = identity.of(self.backend, key)
         try:
             data = self.backend.get(key)
         except MissingObject:
@@ -336,6 +370,10 @@ class Runs:
         run = self._current(agent_id, record["runId"])
         if run is None and wait:
             run = self.register(agent_id, key, record)
+        if run is not None and ident is not None and run.delivery_key == key:
+            if len(known) >= KNOWN_MAX:
+                known.clear()
+            known[key] = (run.run_id, ident)
         return run
 
     def create(
@@ -567,15 +605,18 @@ class Runs:
         with self.store.index.read_session() as ix:
             rows = ix.finished_deliveries(now - retention_us)
         for agent_id, run_id, key in rows:
-            first = event_key(agent_id, run_id, 1)
-            if not self.backend.exists(first):
-                try:
-                    record = record_of(key, self.backend.get(key))
-                except MissingObject:
-                    record = None  # another collector deleted it, after publishing event 1
-                if record is not None:
+            try:
+                record: dict[str, Any] | None = record_of(key, self.backend.get(key))
+            except MissingObject:
+                record = None  # another collector deleted it, after publishing event 1
+            # Only this run's record goes: after a reindex the row of a run collected
+            # before names its key again, where a later delivery of the same webhook id
+            # may have made a new record (another run's, maybe still queued).
+            if record is not None and record.get("runId") == run_id:
+                first = event_key(agent_id, run_id, 1)
+                if not self.backend.exists(first):
                     self.backend.put_if_absent(first, _event_bytes(run_events.created(key, record)))
-            self.backend.delete(key)
+                self.backend.delete(key)
             with self.store.index.write_session() as ix:
                 ix.forget_delivery(agent_id, run_id)
         return len(rows)

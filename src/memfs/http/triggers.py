@@ -100,9 +100,17 @@ async def deliver(ctx: Ctx) -> Response:
         body = await ctx.body(target.body_limit)
     except PayloadTooLarge as exc:
         raise target.explain(exc) from None
-    headers = dict(ctx.request.headers)
+    # One pass over the raw headers (names arrive lower-cased), the first of each name
+    # kept as ``dict(request.headers)`` keeps it; Starlette's mapping rescans the whole
+    # list for every name it copies.
+    headers: dict[str, str] = {}
+    signatures: list[str] = []
+    for raw_name, raw_value in ctx.request.scope["headers"]:
+        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
+        if name == "webhook-signature":
+            signatures.append(value)
+        headers.setdefault(name, value)
     # Every webhook-signature line counts (a proxy may split one header into several).
-    signatures = ctx.request.headers.getlist("webhook-signature")
     if len(signatures) > 1:
         headers["webhook-signature"] = " ".join(signatures)
     runner = ctx.services.runner
@@ -117,7 +125,7 @@ async def deliver(ctx: Ctx) -> Response:
         target,
         body,
         headers,
-        ctx.request.headers.get("content-type", "application/octet-stream"),
+        headers.get("content-type", "application/octet-stream"),
         now=time.time(),
         wake=runner.delivered if runner is not None else None,
     )
