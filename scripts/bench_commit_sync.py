@@ -1,0 +1,129 @@
+"""A single writer's creates: the segment's fdatasync in situ, wall and CPU per create.
+
+    scripts/bench_commit_sync.py [--creates 400] [--rounds 3] [--base-src DIR]
+
+Each round runs one child process per code base (this checkout's ``src``, and
+``--base-src`` when given, e.g. ``git archive <commit> src | tar -x -C DIR``), in
+alternating order, each writing ``--creates`` memories of 2 KiB to a fresh data folder
+on the same disk (beside this checkout). The child wraps ``os.fdatasync`` (the
+segment's, the one durability point of a create) to time it where it runs, takes its
+CPU from ``getrusage`` and counts the system calls memfs itself makes per create. The
+machine is shared: read the ratios against the base measured in the same run, not the
+absolute figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+_CHILD = textwrap.dedent(
+    """
+    import fcntl, json, os, resource, sys, time
+    from collections import Counter
+    from pathlib import Path
+    from memfs.core.store import Store
+
+    data, creates = Path(sys.argv[1]), int(sys.argv[2])
+    store = Store(data)
+    store.create_agent("bench/sync")
+    body = b"---\\ndescription: a note\\n---\\n" + b"x" * 2000 + b"\\n"
+    for i in range(20):  # folders, segment, index warm
+        store.write("bench/sync", f"/memories/docs/w{i}.md", body, actor="bench")
+    syncs, calls = [], Counter()
+    real_sync = os.fdatasync
+
+    def timed(fd):
+        t = time.perf_counter()
+        real_sync(fd)
+        syncs.append(time.perf_counter() - t)
+
+    def counting(module, name):
+        real = getattr(module, name)
+        def counted(*a, **k):
+            calls[name] += 1
+            return real(*a, **k)
+        setattr(module, name, counted)
+
+    os.fdatasync = timed
+    for name in ("stat", "fstat", "open", "pread", "pwrite", "replace", "fsync"):
+        counting(os, name)
+    counting(fcntl, "flock")
+    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for i in range(creates):
+        store.write("bench/sync", f"/memories/docs/n{i}.md", body, actor="bench")
+    wall = time.perf_counter() - t0
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    store.close()
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    syncs.sort()
+    print(json.dumps({
+        "wall_us": wall / creates * 1e6,
+        "cpu_us": cpu / creates * 1e6,
+        "sync_p50_us": syncs[len(syncs) // 2] * 1e6,
+        "sync_mean_us": sum(syncs) / len(syncs) * 1e6,
+        "syncs_per_create": len(syncs) / creates,
+        "calls": {k: v / creates for k, v in sorted(calls.items())},
+    }))
+    """
+)
+
+
+def run(src: Path, creates: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(dir=REPO, prefix=".bench-sync-") as tmp:
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        out = subprocess.run(
+            [sys.executable, "-c", _CHILD, str(Path(tmp) / "data"), str(creates)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        ).stdout
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--creates", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--base-src", type=Path, help="the src folder of the code to compare")
+    args = parser.parse_args()
+    bases = {"branch": REPO / "src"}
+    if args.base_src:
+        bases["base"] = args.base_src
+    results: dict[str, list[dict[str, object]]] = {name: [] for name in bases}
+    print(f"load average {os.getloadavg()}", flush=True)
+    for round_ in range(args.rounds):
+        order = list(bases) if round_ % 2 == 0 else list(reversed(bases))
+        for name in order:
+            result = run(bases[name], args.creates)
+            results[name].append(result)
+            shown = {k: round(v, 1) for k, v in result.items() if isinstance(v, float)}
+            print(f"round {round_ + 1} {name}: {shown} calls {result['calls']}", flush=True)
+    print(f"load average {os.getloadavg()}", flush=True)
+    medians = {
+        name: {
+            k: statistics.median(float(r[k]) for r in runs)  # type: ignore[arg-type]
+            for k in ("wall_us", "cpu_us", "sync_p50_us", "sync_mean_us")
+        }
+        for name, runs in results.items()
+    }
+    for name, med in medians.items():
+        print(f"median {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))
+    if "base" in medians:
+        ratios = {k: medians["branch"][k] / medians["base"][k] for k in medians["base"]}
+        print("branch / base: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+
+
+if __name__ == "__main__":
+    main()
