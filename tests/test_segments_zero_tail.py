@@ -165,6 +165,24 @@ def test_a_writer_killed_mid_append_in_the_zero_tail_loses_no_acknowledged_entry
     assert reader.get(key(9)) == entry(9, "after")
 
 
+def test_a_torn_header_whose_revision_reads_as_another_entry_s_hides_nothing(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    backend = LocalBackend(data)
+    for revision in range(1, 6):
+        assert backend.put_if_absent(key(revision), entry(revision))
+    # Revision 261 is 0x105: a header cut after the revision's first byte reads as 5.
+    assert kill_mid_append(data, 261, 1, segments.HEADER.size - 7) == []
+    for reader in (LocalBackend(data), backend):
+        assert [reader.get(key(r)) for r in range(1, 6)] == [entry(r) for r in range(1, 6)]
+        assert not reader.put_if_absent(key(5), b"a second entry 5")
+        with pytest.raises(MissingObject):
+            reader.get(key(261))
+    assert backend.put_if_absent(key(6), entry(6))
+    assert [r for r, _p in sound_frames(data, AGENT)] == [1, 2, 3, 4, 5, 6]
+
+
 def test_a_rotted_frame_before_the_zero_tail_is_damage_never_cut(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path)
     for revision in (1, 2, 3):

@@ -152,6 +152,15 @@ class _Slot:
 
 
 @dataclass
+class _Last:
+    """The last frame a scan found: judged torn or not once the zero tail follows."""
+
+    slot: _Slot
+    revision: int
+    shadowed: _Slot | None  # the slot its revision had before (a torn header's number)
+
+
+@dataclass
 class _State:
     segments: dict[str, _Segment] = field(default_factory=dict)
     entries: dict[int, _Slot] = field(default_factory=dict)
@@ -484,7 +493,7 @@ class AgentLog:
         zero tail)."""
         state = self.state
         offset = segment.end
-        last: tuple[int, int, int] | None = None  # (offset, length, revision) found here
+        last: _Last | None = None  # the last frame found here
         while offset < size:
             header = os.pread(segment.fd, HEADER.size, offset)
             torn = len(header) < HEADER.size
@@ -496,7 +505,7 @@ class AgentLog:
                     if not self._zero_tail(segment, offset, size, header, cut=cut):
                         return
                     if last is not None and self._torn_last(segment, last, offset, cut=cut):
-                        offset = last[0]
+                        offset = last.slot.offset
                     break
                 if magic not in (MAGIC, ERASED) or length >= _MAX_PAYLOAD:
                     if not newest or self._frames_after(segment, offset, size):
@@ -512,9 +521,10 @@ class AgentLog:
                     self._cut(segment, offset, size)
                 break
             if magic == MAGIC:
-                state.entries[revision] = _Slot(segment, offset, length)
+                slot = _Slot(segment, offset, length)
+                last = _Last(slot, revision, state.entries.get(revision))
+                state.entries[revision] = slot
                 segment.count += 1
-                last = (offset, length, revision)
             offset = end
         segment.end = offset
 
@@ -537,24 +547,27 @@ class AgentLog:
             self._cut(segment, offset, size, rest)
         return True
 
-    def _torn_last(
-        self, segment: _Segment, last: tuple[int, int, int], end: int, *, cut: bool
-    ) -> bool:
+    def _torn_last(self, segment: _Segment, last: _Last, end: int, *, cut: bool) -> bool:
         """Whether the last frame before the zero tail is a torn append: its checksum
         fails and it still holds zeros the write never reached (its last byte, or a
         sector's worth). An acknowledged frame was written whole before its append
         returned; one that rotted has no such zeros, and stays damage for fsck."""
-        offset, length, revision = last
-        data = os.pread(segment.fd, HEADER.size + length, offset)
+        slot, revision = last.slot, last.revision
+        data = os.pread(segment.fd, HEADER.size + slot.length, slot.offset)
         payload = memoryview(data)[HEADER.size :]
         if _crc(revision, payload) == HEADER.unpack_from(data)[2]:
             return False
         if data[-1] != 0 and _TORN_ZEROS not in data:
             return False
-        del self.state.entries[revision]
+        # A torn header's revision may be cut to another entry's number: that entry
+        # (an earlier frame) stays where it is.
+        if last.shadowed is None:
+            del self.state.entries[revision]
+        else:
+            self.state.entries[revision] = last.shadowed
         segment.count -= 1
         if cut:
-            self._cut(segment, offset, end)
+            self._cut(segment, slot.offset, end)
         return True
 
     def _cut(self, segment: _Segment, offset: int, size: int, rest: bytes | None = None) -> None:
