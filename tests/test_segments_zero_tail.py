@@ -67,6 +67,7 @@ def test_appends_overwrite_the_zero_tail_and_grow_it_once_per_chunk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(segments, "TAIL_BYTES", 8192)
+    monkeypatch.setattr(segments, "TAIL_MIN", 8192)
     backend = LocalBackend(tmp_path)
     assert backend.put_if_absent(key(1), entry(1))
     (segment,) = segment_files(tmp_path, AGENT)
@@ -90,6 +91,24 @@ def test_appends_overwrite_the_zero_tail_and_grow_it_once_per_chunk(
     assert {k: fresh.get(k) for k in fresh.list(layout.log_prefix(AGENT))} == expected
     assert read_in_another_process(tmp_path) == expected
     assert [r for r, _p in sound_frames(tmp_path, AGENT)] == list(range(1, 41))
+
+
+def test_a_small_log_is_not_mostly_zeros_and_its_tail_grows_with_it(tmp_path: Path) -> None:
+    # A server of many agents: each one's zeros are about what its log holds, up to
+    # TAIL_BYTES, not a MiB per agent.
+    backend = LocalBackend(tmp_path)
+    assert backend.put_if_absent(key(1), entry(1))
+    (segment,) = segment_files(tmp_path, AGENT)
+    assert segment.stat().st_size == len(used(segment)) + segments.TAIL_MIN
+    sizes = {segment.stat().st_size}
+    revision = 1
+    while len(used(segment)) < 4 * segments.TAIL_MIN:
+        revision += 1
+        assert backend.put_if_absent(key(revision), entry(revision))
+        sizes.add(segment.stat().st_size)
+        assert segment.stat().st_size <= 2 * len(used(segment)) + segments.TAIL_MIN
+    assert 2 <= len(sizes) <= 4  # doubling: a few growths, not one per frame
+    assert LocalBackend(tmp_path).get(key(revision)) == entry(revision)
 
 
 _KILLED_WRITER = textwrap.dedent(

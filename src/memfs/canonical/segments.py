@@ -12,7 +12,8 @@ the appender has scanned what other processes appended. S3 keeps one object per
 entry; segments are a local-disk format only.
 
 The zero tail: the newest segment is followed by zeros its appenders wrote ahead of
-time (``TAIL_BYTES`` at once, in the same write as the frame that found no room left).
+time (as many as the segment holds, ``TAIL_MIN`` to ``TAIL_BYTES``, in the same write
+as the frame that found no room left).
 An append overwrites zeros in place, so its ``fdatasync`` changes no file size and
 needs no journal commit (the cost SQLite's reused WAL avoids too); only the append
 that grows the tail pays one. So the frames end at the first zero magic (``ZERO``), or
@@ -76,8 +77,12 @@ HEADER = struct.Struct("<4sIIQ")  # magic, payload length, crc32(revision + payl
 SEAL_BYTES = 64 * 1024 * 1024
 SEAL_COUNT = 65536
 # The zero tail an append extends a segment by when its frame does not fit in the zeros
-# left: one size-changing fdatasync per this many bytes, the others overwrite in place.
+# left: as many bytes as the segment holds (at least TAIL_MIN, at most TAIL_BYTES), so
+# one size-changing fdatasync per TAIL_BYTES once the segment is large, the others
+# overwrite in place, and a small agent's log is never mostly zeros (a server of many
+# agents would otherwise pay a MiB of disk for each).
 TAIL_BYTES = 1024 * 1024
+TAIL_MIN = 16 * 1024
 _TORN_ZEROS = bytes(512)  # a sector's worth of zeros inside a frame: never written
 _MAX_PAYLOAD = 1 << 31
 _NAME_DIGITS = 20
@@ -294,7 +299,8 @@ class AgentLog:
         # Into the zero tail when the frame fits (the fdatasync then changes no size and
         # needs no journal commit); else the frame and a new zero tail in one write.
         grow = start + len(data) > tail.size
-        out = data + bytes(TAIL_BYTES) if grow else data
+        zeros = min(TAIL_BYTES, max(TAIL_MIN, start + len(data))) if grow else 0
+        out = data + bytes(zeros) if grow else data
         try:
             written = os.pwrite(tail.fd, out, start)
             if written != len(out):
