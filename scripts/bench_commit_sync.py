@@ -1,8 +1,11 @@
 """A single writer's creates: the segment's fdatasync in situ, wall and CPU per create.
 
-    scripts/bench_commit_sync.py [--creates 400] [--rounds 3] [--base-src DIR]
+    scripts/bench_commit_sync.py [--paired 300] [--creates 400] [--rounds 3] [--base-src DIR]
 
-Each round runs one child process per code base (this checkout's ``src``, and
+First, in this process, creates alternate one by one between a store whose segment
+has a zero tail and one whose every append grows the file (``TAIL_BYTES`` and
+``TAIL_MIN`` at 0, the append before zero tails): the fdatasync, wall and CPU of
+each, side by side. Then each round runs one child process per code base (this checkout's ``src``, and
 ``--base-src`` when given, e.g. ``git archive <commit> src | tar -x -C DIR``), in
 alternating order, each writing ``--creates`` memories of 2 KiB to a fresh data folder
 on the same disk (beside this checkout). The child wraps ``os.fdatasync`` (the
@@ -23,6 +26,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -78,6 +82,69 @@ _CHILD = textwrap.dedent(
 )
 
 
+def paired(creates: int) -> None:
+    """In this process, creates alternating between two stores on the same disk: one
+    whose segment has a zero tail (appends overwrite zeros), one with ``TAIL_BYTES``
+    and ``TAIL_MIN`` at 0 (every append grows the file, as before the zero tail).
+    Alternating create by create shares the machine's mood between the two exactly."""
+    import time
+
+    sys.path.insert(0, str(REPO / "src"))
+    from memfs.canonical import segments
+    from memfs.core.store import Store
+
+    body = b"---\ndescription: a note\n---\n" + b"x" * 2000 + b"\n"
+    tails = {"zero tail": (segments.TAIL_BYTES, segments.TAIL_MIN), "growing": (0, 0)}
+    with tempfile.TemporaryDirectory(dir=REPO, prefix=".bench-sync-") as tmp:
+        stores = {name: Store(Path(tmp) / name.replace(" ", "-")) for name in tails}
+        syncs: dict[str, list[float]] = {name: [] for name in tails}
+        walls: dict[str, list[float]] = {name: [] for name in tails}
+        cpus: dict[str, list[float]] = {name: [] for name in tails}
+        real_sync = os.fdatasync
+        current = ["zero tail"]
+
+        def timed(fd: Any) -> None:
+            t = time.perf_counter()
+            real_sync(fd)
+            syncs[current[0]].append(time.perf_counter() - t)
+
+        for name, store in stores.items():
+            segments.TAIL_BYTES, segments.TAIL_MIN = tails[name]
+            store.create_agent("bench/sync")
+            for i in range(20):
+                store.write("bench/sync", f"/memories/docs/w{i}.md", body, actor="bench")
+        os.fdatasync = timed
+        try:
+            for i in range(creates):
+                order = list(stores) if i % 2 == 0 else list(reversed(stores))
+                for name in order:
+                    segments.TAIL_BYTES, segments.TAIL_MIN = tails[name]
+                    current[0] = name
+                    w, c = time.perf_counter(), time.thread_time()
+                    stores[name].write("bench/sync", f"/memories/docs/n{i}.md", body, actor="b")
+                    cpus[name].append(time.thread_time() - c)
+                    walls[name].append(time.perf_counter() - w)
+        finally:
+            os.fdatasync = real_sync
+            for store in stores.values():
+                store.close()
+    print(f"paired in one process, {creates} creates each, alternating:")
+    med = {
+        name: {
+            "fdatasync p50": statistics.median(syncs[name]),
+            "fdatasync mean": statistics.mean(syncs[name]),
+            "wall p50": statistics.median(walls[name]),
+            "wall mean": statistics.mean(walls[name]),
+            "CPU mean": statistics.mean(cpus[name]),
+        }
+        for name in tails
+    }
+    for name, figures in med.items():
+        print(f"  {name:10} " + ", ".join(f"{k} {v * 1e6:.0f} µs" for k, v in figures.items()))
+    ratios = {k: med["zero tail"][k] / med["growing"][k] for k in med["growing"]}
+    print("  zero tail / growing: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+
+
 def run(src: Path, creates: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory(dir=REPO, prefix=".bench-sync-") as tmp:
         env = {**os.environ, "PYTHONPATH": str(src)}
@@ -97,7 +164,11 @@ def main() -> None:
     parser.add_argument("--creates", type=int, default=400)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--base-src", type=Path, help="the src folder of the code to compare")
+    parser.add_argument("--paired", type=int, default=300, help="creates per store, 0: skip")
     args = parser.parse_args()
+    if args.paired:
+        print(f"load average {os.getloadavg()}", flush=True)
+        paired(args.paired)
     bases = {"branch": REPO / "src"}
     if args.base_src:
         bases["base"] = args.base_src
@@ -111,6 +182,8 @@ def main() -> None:
             shown = {k: round(v, 1) for k, v in result.items() if isinstance(v, float)}
             print(f"round {round_ + 1} {name}: {shown} calls {result['calls']}", flush=True)
     print(f"load average {os.getloadavg()}", flush=True)
+    if not args.rounds:
+        return
     medians = {
         name: {
             k: statistics.median(float(r[k]) for r in runs)  # type: ignore[arg-type]
