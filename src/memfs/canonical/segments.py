@@ -454,7 +454,10 @@ class AgentLog:
                 fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
                 os.close(segment.fd)
                 segment.fd, segment.writable = fd, True
-            if st.st_size < segment.end:  # shorter than its frames were: read afresh
+            # Shorter than its frames were, or a newest segment shorter than it was
+            # (its zero tail hides a cut): read afresh. A sealed one shorter than it
+            # was lost its zero tail to the sealing: its new frames are read on.
+            if st.st_size < segment.end or (name == names[-1] and st.st_size < segment.size):
                 self._forget(state.segments.pop(name))
                 state.segments[name] = segment = _Segment(
                     name, _reopen(folder, name, cut), (st.st_dev, st.st_ino), writable=cut
@@ -473,8 +476,10 @@ class AgentLog:
         before the next segment is made), so the zeros where the next frame would start
         answer both questions: an fstat and a pread."""
         st = os.fstat(tail.fd)
-        if st.st_nlink == 0 or st.st_size < tail.end:
-            return False  # removed (erasure) or cut under us: list the folder afresh
+        if st.st_nlink == 0 or st.st_size < tail.end or st.st_size < tail.size:
+            # Removed (erasure), cut under us, or shorter than it was (sealed by another
+            # process, or edited by hand): list the folder afresh.
+            return False
         if cut and not tail.writable:
             return False
         tail.size = st.st_size
