@@ -5,13 +5,15 @@
 First, in this process, creates alternate one by one between a store whose segment
 has a zero tail and one whose every append grows the file (``TAIL_BYTES`` and
 ``TAIL_MIN`` at 0, the append before zero tails): the fdatasync, wall and CPU of
-each, side by side. Then each round runs one child process per code base (this checkout's ``src``, and
+each, side by side (the growing store's journal commits also carry the other's
+metadata, so this favours the zero tail a little). Then each round runs one child
+process per variant (this checkout's ``src``, the same with no zero tail, and
 ``--base-src`` when given, e.g. ``git archive <commit> src | tar -x -C DIR``), in
-alternating order, each writing ``--creates`` memories of 2 KiB to a fresh data folder
-on the same disk (beside this checkout). The child wraps ``os.fdatasync`` (the
-segment's, the one durability point of a create) to time it where it runs, takes its
-CPU from ``getrusage`` and counts the system calls memfs itself makes per create. The
-machine is shared: read the ratios against the base measured in the same run, not the
+rotating order, each writing ``--creates`` memories of 2 KiB to a fresh data folder on
+the same disk (beside this checkout). The child wraps ``os.fdatasync`` (the segment's,
+the one durability point of a create) to time it where it runs, takes its CPU from
+``getrusage`` and counts the system calls memfs itself makes per create. The machine
+is shared: read the ratios against the variants measured in the same run, not the
 absolute figures.
 """
 
@@ -38,6 +40,9 @@ _CHILD = textwrap.dedent(
     from memfs.core.store import Store
 
     data, creates = Path(sys.argv[1]), int(sys.argv[2])
+    if sys.argv[3] == "growing":  # every append grows the file, as before the zero tail
+        from memfs.canonical import segments
+        segments.TAIL_BYTES = segments.TAIL_MIN = 0
     store = Store(data)
     store.create_agent("bench/sync")
     body = b"---\\ndescription: a note\\n---\\n" + b"x" * 2000 + b"\\n"
@@ -145,11 +150,11 @@ def paired(creates: int) -> None:
     print("  zero tail / growing: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
 
 
-def run(src: Path, creates: int) -> dict[str, object]:
+def run(src: Path, creates: int, mode: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory(dir=REPO, prefix=".bench-sync-") as tmp:
         env = {**os.environ, "PYTHONPATH": str(src)}
         out = subprocess.run(
-            [sys.executable, "-c", _CHILD, str(Path(tmp) / "data"), str(creates)],
+            [sys.executable, "-c", _CHILD, str(Path(tmp) / "data"), str(creates), mode],
             capture_output=True,
             text=True,
             env=env,
@@ -169,15 +174,16 @@ def main() -> None:
     if args.paired:
         print(f"load average {os.getloadavg()}", flush=True)
         paired(args.paired)
-    bases = {"branch": REPO / "src"}
+    # name: (src folder, mode); "growing" is this checkout with no zero tail.
+    bases = {"branch": (REPO / "src", "tail"), "growing": (REPO / "src", "growing")}
     if args.base_src:
-        bases["base"] = args.base_src
+        bases["base"] = (args.base_src, "tail")
     results: dict[str, list[dict[str, object]]] = {name: [] for name in bases}
     print(f"load average {os.getloadavg()}", flush=True)
     for round_ in range(args.rounds):
-        order = list(bases) if round_ % 2 == 0 else list(reversed(bases))
+        order = list(bases)[round_ % len(bases) :] + list(bases)[: round_ % len(bases)]
         for name in order:
-            result = run(bases[name], args.creates)
+            result = run(*bases[name][:1], args.creates, bases[name][1])
             results[name].append(result)
             shown = {k: round(v, 1) for k, v in result.items() if isinstance(v, float)}
             print(f"round {round_ + 1} {name}: {shown} calls {result['calls']}", flush=True)
@@ -193,9 +199,10 @@ def main() -> None:
     }
     for name, med in medians.items():
         print(f"median {name}: " + ", ".join(f"{k} {v:.0f}" for k, v in med.items()))
-    if "base" in medians:
-        ratios = {k: medians["branch"][k] / medians["base"][k] for k in medians["base"]}
-        print("branch / base: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+    for other in ("growing", "base"):
+        if other in medians:
+            ratios = {k: medians["branch"][k] / medians[other][k] for k in medians[other]}
+            print(f"branch / {other}: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
 
 
 if __name__ == "__main__":
