@@ -218,6 +218,21 @@ def test_a_rotted_frame_before_the_zero_tail_is_damage_never_cut(tmp_path: Path)
     assert used(segment) == rotted + segments.frame(4, entry(4))
 
 
+def test_a_rotted_frame_before_an_erased_one_is_damage_never_cut(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path)
+    for revision in (1, 2, 3):
+        assert backend.put_if_absent(key(revision), entry(revision, "kept") + bytes(600))
+    backend.delete(key(3))  # the newest frame erased: zeros after frame 2 and after it
+    (segment,) = segment_files(tmp_path, AGENT)
+    flip_entry(tmp_path, AGENT, 2, b"kept", b"kepT")  # frame 2 rots (it holds zeros)
+    rotted = used(segment)
+    other = LocalBackend(tmp_path)
+    with pytest.raises(Damaged, match="memfs fsck"):
+        other.get(key(2))
+    assert other.put_if_absent(key(4), entry(4))  # after the erased frame, nothing cut
+    assert used(segment) == rotted + segments.frame(4, entry(4))
+
+
 def test_frames_after_a_zeroed_header_are_damage_not_an_end(tmp_path: Path) -> None:
     backend = LocalBackend(tmp_path)
     for revision in (1, 2, 3):

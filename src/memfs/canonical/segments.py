@@ -536,6 +536,8 @@ class AgentLog:
                 last = _Last(slot, revision, state.entries.get(revision))
                 state.entries[revision] = slot
                 segment.count += 1
+            else:
+                last = None  # a frame came after it: that append had returned
             offset = end
         segment.end = offset
 
