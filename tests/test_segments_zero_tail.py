@@ -11,8 +11,10 @@ cuts the zero tail off.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -200,6 +202,30 @@ def test_a_torn_header_whose_revision_reads_as_another_entry_s_hides_nothing(
             reader.get(key(261))
     assert backend.put_if_absent(key(6), entry(6))
     assert [r for r, _p in sound_frames(data, AGENT)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_disk_too_full_for_new_zeros_still_takes_the_frame(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(segments, "SEAL_COUNT", 3)
+    backend = LocalBackend(tmp_path)
+    real = os.pwrite
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        if len(data) > 4096:  # room for a frame, not for a new zero tail
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full)
+    for revision in range(1, 6):  # every append found no zeros: a frame each, acknowledged
+        assert backend.put_if_absent(key(revision), entry(revision))
+    monkeypatch.setattr(os, "pwrite", real)
+    assert backend.put_if_absent(key(6), entry(6))  # room again: the tail grows zeros
+    files = segment_files(tmp_path, AGENT)
+    assert files[0].read_bytes() == used(files[0])  # sealed: no zero tail
+    assert files[1].stat().st_size > len(used(files[1]))
+    reader = LocalBackend(tmp_path)
+    assert [reader.get(key(r)) for r in range(1, 7)] == [entry(r) for r in range(1, 7)]
 
 
 def test_a_rotted_frame_before_the_zero_tail_is_damage_never_cut(tmp_path: Path) -> None:

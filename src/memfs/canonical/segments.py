@@ -302,8 +302,8 @@ class AgentLog:
         zeros = min(TAIL_BYTES, max(TAIL_MIN, start + len(data))) if grow else 0
         out = data + bytes(zeros) if grow else data
         try:
-            written = os.pwrite(tail.fd, out, start)
-            if written != len(out):
+            written = self._write(tail, out, start, len(data))
+            if written < len(data):
                 raise OSError(errno.EIO, "short write to a log segment")
             os.fdatasync(tail.fd)
         except BaseException:
@@ -315,13 +315,29 @@ class AgentLog:
                 os.pwrite(tail.fd, bytes(len(data)), start)
                 os.fdatasync(tail.fd)
             raise
-        if grow:
-            tail.size = start + len(out)
+        if written == len(out) and grow:
+            tail.size = start + written
             tail.zeros_seen = True
+        elif written < len(out):  # the frame alone, maybe some zeros: as the file says
+            tail.size = os.fstat(tail.fd).st_size
         tail.end = start + len(data)
         tail.count += 1
         state.entries[revision] = _Slot(tail, start, len(payload))
         return True
+
+    @staticmethod
+    def _write(tail: _Segment, out: bytes, start: int, frame_bytes: int) -> int:
+        """``pwrite`` of a frame (and new zeros after it); a disk too full for the zeros
+        still takes the frame alone (the next append tries to grow them again)."""
+        try:
+            written = os.pwrite(tail.fd, out, start)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or len(out) == frame_bytes:
+                raise
+            written = 0
+        if written < len(out) and len(out) > frame_bytes:
+            written = os.pwrite(tail.fd, out[:frame_bytes], start)
+        return written
 
     def _has_file(self, revision: int) -> bool:
         """Whether the log folder holds ``revision`` as a one-file entry (or anything
