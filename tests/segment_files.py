@@ -2,7 +2,8 @@
 
 The log entries of a LocalBackend live in framed segment files
 (``canonical/segments.py``), not one file each: tests that damage an entry by hand edit
-its frame's payload in place (its checksum then fails), or find its bytes."""
+its frame's payload in place (its checksum then fails), or find its bytes. A segment's
+frames end at its zero tail (a zero magic) or at the file's end (``used``)."""
 
 from __future__ import annotations
 
@@ -29,10 +30,34 @@ def frames(path: Path) -> list[tuple[bytes, int, int, bytes]]:
     offset = 0
     while offset + segments.HEADER.size <= len(data):
         magic, length, _crc, revision = segments.HEADER.unpack_from(data, offset)
+        if magic == segments.ZERO:
+            break  # the zero tail: no frame from here on
         start = offset + segments.HEADER.size
         out.append((magic, revision, offset, data[start : start + length]))
         offset = start + length
     return out
+
+
+def used(path: Path, *, sound: bool = False) -> bytes:
+    """A segment's bytes up to where its frames end (its zero tail left off); with
+    ``sound``, up to the end of its last frame whose checksum holds (a torn one not)."""
+    raw = path.read_bytes()
+    end = 0
+    for magic, revision, offset, payload in frames(path):
+        stop = offset + segments.HEADER.size + len(payload)
+        whole = magic == segments.MAGIC and segments.frame(revision, payload) == raw[offset:stop]
+        if sound and magic != segments.ERASED and not whole:
+            break
+        end = stop
+    return raw[:end]
+
+
+def write_at_end(path: Path, data: bytes) -> None:
+    """Write ``data`` where the segment's frames end, into its zero tail (or past the
+    file's end): what an append that died part way leaves."""
+    with path.open("r+b") as f:
+        f.seek(len(used(path)))
+        f.write(data)
 
 
 def sound_frames(data: Path, agent_id: str) -> list[tuple[int, bytes]]:

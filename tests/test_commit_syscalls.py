@@ -2,12 +2,13 @@
 
 Counted through the ``os`` and ``fcntl`` functions memfs calls (SQLite's own calls
 are its business and not counted here). A create of a memory in a folder written
-before pays: the segment's exclusive ``flock`` and the index's writer queue (each taken and
-released), one ``fdatasync``
-and no ``fsync``; the tree file's temp file (one ``open``) renamed into place; one
-``open`` probing what stands at the file's name; the kept folders checked again by
-inode, one ``stat`` each; no ``getpid`` (the segments' fork check is a fork hook), no
-``fcntl`` (a segment's writability is known when it is opened) and no random bytes
+before pays: the segment's exclusive ``flock`` and the index's writer queue (each taken
+and released), one ``fdatasync`` and no ``fsync``; the tree file's temp file (one
+``open``) renamed into place; one ``open`` probing what stands at the file's name; the
+kept folders checked again by inode, one ``stat`` each; one ``pread`` of the segment's
+tail where the next frame goes (zeros: nothing appended by others, and not sealed, so
+no look for a next segment); no ``getpid`` (the segments' fork check is a fork hook),
+no ``fcntl`` (a segment's writability is known when it is opened) and no random bytes
 (temp names are this process's id and a counter). Temp names stay unique across a
 fork and past a dead process's leftover.
 """
@@ -26,6 +27,7 @@ import pytest
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import LocalBackend
 from memfs.core.store import Store
+from segment_files import segment_files
 
 AGENT = "team/calls"
 CREATES = 20
@@ -45,7 +47,8 @@ def counting(monkeypatch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
 
         monkeypatch.setattr(module, name, counted)
 
-    for name in ("stat", "fstat", "open", "replace", "fdatasync", "fsync", "getpid", "urandom"):
+    names = ("stat", "fstat", "open", "pread", "pwrite", "replace", "fdatasync", "fsync")
+    for name in (*names, "getpid", "urandom"):
         wrap(os, name)
     for name in ("fcntl", "flock"):
         wrap(fcntl, name)
@@ -59,11 +62,16 @@ def test_a_create_makes_only_the_system_calls_durability_and_safety_need(
         store.create_agent(AGENT)
         for i in range(3):  # the folders, the segment and the index exist from here on
             store.write(AGENT, f"/memories/docs/warm{i}.md", note(i), actor="test")
+        (segment,) = segment_files(tmp_path, AGENT)
+        size = segment.stat().st_size
         counts: Counter[str] = Counter()
         counting(monkeypatch, counts)
         for i in range(CREATES):
             store.write(AGENT, f"/memories/docs/n{i}.md", note(i), actor="test")
         monkeypatch.undo()
+        # Each fdatasync overwrote the segment's zero tail in place: no size changed,
+        # so none needed a journal commit of the file's new size.
+        assert segment.stat().st_size == size
     finally:
         store.close()
     per = {name: n / CREATES for name, n in counts.items()}
@@ -76,10 +84,13 @@ def test_a_create_makes_only_the_system_calls_durability_and_safety_need(
         assert never not in per, per
     # The index file's inode (once per session: 2), the kept folders by inode (data
     # folder, agents, the agent, memories, docs), .memfs and the file's name (symlink
-    # checks), and the segments' tail: a new segment, an old one-file entry (2).
-    assert per.get("stat", 0) <= 11, per
+    # checks), and an old one-file entry of the revision (1). No look for a segment
+    # after the tail: its zero tail says it is not sealed.
+    assert per.get("stat", 0) <= 10, per
     # The segment lock still linked, the tail's size (what others appended).
     assert per.get("fstat", 0) <= 2, per
+    # The zeros where the next frame goes (nothing appended by others), the frame.
+    assert per.get("pread") == 1 and per.get("pwrite") == 1, per
     # Every create is there, as a file and in the log.
     assert sorted(
         p.name for p in (layout.worktree_root(tmp_path, AGENT) / "docs").iterdir()

@@ -33,7 +33,7 @@ from memfs.canonical import durable, layout, segments
 from memfs.core.store import Store
 from memfs.derived.worktree import WorkTree
 from memfs.errors import Conflict, NotFound
-from segment_files import frames, segment_files
+from segment_files import frames, segment_files, used
 
 HELPERS = Path(__file__).resolve().parent / "helpers"
 AGENT = "crash/agent"  # as in helpers/crash_child.py
@@ -92,7 +92,8 @@ class _Child:
 def _read_log(data: Path) -> dict[int, dict[str, Any]]:
     """Every published log entry, read straight from the segment files (the truth):
     every whole frame has its checksum and parses; only the newest segment may end in
-    a torn frame (a killed writer's append, never acknowledged)."""
+    a torn frame (a killed writer's append, never acknowledged: cut short at the file's
+    end, or a frame in the zero tail whose checksum fails, only zeros after it)."""
     entries: dict[int, dict[str, Any]] = {}
     files = segment_files(data, AGENT)
     for i, file in enumerate(files):
@@ -105,10 +106,18 @@ def _read_log(data: Path) -> dict[int, dict[str, Any]]:
                 segments.HEADER.unpack(header) if whole else (b"", 0, 0, 0)
             )
             end = offset + segments.HEADER.size + length
+            if magic == segments.ZERO:
+                assert i == len(files) - 1, f"{file} has a zero tail but is sealed"
+                assert raw.count(0, offset) == len(raw) - offset, f"{file} after {offset}"
+                break  # the zero tail: where the next append goes
             if magic != segments.MAGIC or end > len(raw):
                 assert i == len(files) - 1, f"{file} is torn at {offset} but sealed"
                 break  # a torn tail: the next writer cuts it
             payload = raw[offset + segments.HEADER.size : end]
+            if segments.frame(revision, payload) != raw[offset:end] and i == len(files) - 1:
+                # Torn in the zero tail: only zeros follow it (the next writer zeroes it).
+                assert raw.count(0, end) == len(raw) - end, f"{file} at {offset}"
+                break
             assert segments.frame(revision, payload) == raw[offset:end], f"{file} at {offset}"
             doc = json.loads(payload)
             assert doc["revision"] == revision and doc["agentId"] == AGENT
@@ -333,8 +342,10 @@ def test_a_torn_append_is_never_an_entry(tmp_path: Path) -> None:
     finally:
         store.close()
     assert sorted(_read_log(data)) == [1, 2]
-    # The torn bytes were cut before the append: the segment is exactly two frames.
+    # The torn bytes were cut before the append: the segment is exactly two frames,
+    # then zeros (the torn frame's bytes zeroed, then overwritten in place).
     assert [f[1] for f in frames(segment)] == [1, 2]
-    assert segment.stat().st_size != torn_size
+    assert segment.stat().st_size == torn_size  # no size change: in the zero tail
+    assert segment.read_bytes().rstrip(b"\0") == used(segment)
     checked = _memfs(data, "fsck")
     assert checked.returncode == 0, checked.stdout + checked.stderr

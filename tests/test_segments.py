@@ -27,7 +27,15 @@ from memfs.canonical.backend import LocalBackend, MissingObject
 from memfs.core import backup, maintenance
 from memfs.core.store import Store
 from memfs.errors import Damaged, SymlinkRefused
-from segment_files import entry_revisions, flip_entry, frames, segment_files, segment_folder
+from segment_files import (
+    entry_revisions,
+    flip_entry,
+    frames,
+    segment_files,
+    segment_folder,
+    used,
+    write_at_end,
+)
 from servers_real import memfs_cli
 
 AGENT = "team/seg"
@@ -89,22 +97,26 @@ def test_another_process_sees_new_entries_and_lists_them_in_key_order(tmp_path: 
         bytes(64),  # zeros where the frame was to be
     ],
 )
+@pytest.mark.parametrize("zero_tail", [True, False], ids=["in the zero tail", "old format"])
 def test_a_torn_tail_is_never_served_and_the_next_append_cuts_it(
-    tmp_path: Path, torn: bytes
+    tmp_path: Path, torn: bytes, zero_tail: bool
 ) -> None:
     fill(LocalBackend(tmp_path), 3)
     (segment,) = segment_files(tmp_path, AGENT)
-    whole = segment.read_bytes()
-    with segment.open("ab") as f:
-        f.write(torn)  # what a crash in the middle of an append leaves
+    whole = used(segment)
+    if not zero_tail:  # a segment an older memfs wrote: its frames end at its size
+        segment.write_bytes(whole)
+    write_at_end(segment, torn)  # what a crash in the middle of an append leaves
+    before = segment.read_bytes()
     reader = LocalBackend(tmp_path)
     assert list(reader.list(layout.log_prefix(AGENT))) == [key(r) for r in (1, 2, 3)]
     with pytest.raises(MissingObject):
         reader.get(key(4))
-    assert segment.read_bytes() == whole + torn  # a reader cuts nothing
+    assert segment.read_bytes() == before  # a reader cuts nothing
     writer = LocalBackend(tmp_path)
     assert writer.put_if_absent(key(4), entry(4, "after"))
-    assert segment.read_bytes() == whole + segments.frame(4, entry(4, "after"))
+    assert used(segment) == whole + segments.frame(4, entry(4, "after"))
+    assert segment.read_bytes().rstrip(b"\0") == used(segment)  # the torn bytes are gone
     assert reader.get(key(4)) == entry(4, "after")
 
 
@@ -117,7 +129,7 @@ def test_a_damaged_frame_is_damage_never_cut_and_fsck_repairs_it(tmp_path: Path)
             store.write(AGENT, f"/memories/{n}.md", f"words {n}".encode(), actor="t")
         flip_entry(data, AGENT, 2, b"words 1", b"wordz 1")
         (segment,) = segment_files(data, AGENT)
-        size = segment.stat().st_size
+        size = len(used(segment))
         other = LocalBackend(data)
         with pytest.raises(Damaged, match="memfs fsck") as caught:
             other.get(key(2))
@@ -125,7 +137,7 @@ def test_a_damaged_frame_is_damage_never_cut_and_fsck_repairs_it(tmp_path: Path)
         assert other.get(key(3))  # its neighbours read fine
         assert not other.put_if_absent(key(2), b"x")  # still taken: create-if-absent
         assert other.put_if_absent(key(5), entry(5)) is True  # appends after it
-        assert segment.stat().st_size > size
+        assert len(used(segment)) > size
         report = maintenance.fsck(store)
         assert any(key(2) in d and "checksum does not match" in d for d in report.damaged)
         assert maintenance.fsck(store, repair=True).damaged == []
@@ -240,6 +252,9 @@ def test_racing_processes_create_each_entry_exactly_once(tmp_path: Path) -> None
         for revision in revisions:
             assert backend.get(key(revision)) == f"{who}:{revision}".encode()
     assert sorted(entry_revisions(tmp_path / "data", AGENT)) == list(range(1, count + 1))
+    # Sealed (raced for along the way): each ends at its last frame, zero tail cut off.
+    files = segment_files(tmp_path / "data", AGENT)
+    assert len(files) > 1 and all(f.read_bytes() == used(f) for f in files[:-1])
 
 
 def test_erasing_entries_leaves_no_byte_of_them(tmp_path: Path) -> None:

@@ -11,23 +11,36 @@ created at most once, under an exclusive ``flock`` of the agent's lock file, aft
 the appender has scanned what other processes appended. S3 keeps one object per
 entry; segments are a local-disk format only.
 
+The zero tail: the newest segment is followed by zeros its appenders wrote ahead of
+time (as many as the segment holds, ``TAIL_MIN`` to ``TAIL_BYTES``, in the same write
+as the frame that found no room left).
+An append overwrites zeros in place, so its ``fdatasync`` changes no file size and
+needs no journal commit (the cost SQLite's reused WAL avoids too); only the append
+that grows the tail pays one. So the frames end at the first zero magic (``ZERO``), or
+at the file's size in a segment written before zero tails (still valid as it is).
+Zeros are no truth: no frame lies in them, nothing acknowledged is overwritten.
+
 Why this is still "truth is immutable":
 - a frame is never rewritten; erasure (``erase``) is the one exception, and it
   overwrites the frame's header with the erased magic and its payload with zeros, so
   that no byte of an erased agent is left behind;
 - a segment is sealed once a newer one exists (appenders only ever write the newest,
-  the one with the highest number); it is started at ``SEAL_BYTES`` or ``SEAL_COUNT``;
-- a torn tail (the newest segment ends inside a frame: a header cut short, a payload
-  shorter than its length, or bytes that are no header with no frame after them) was
-  never acknowledged: the append that made it had not returned from its
-  ``fdatasync``. The next appender cuts it off (``ftruncate``) under the lock before
-  appending, which removes bytes no one was ever told exist. Readers skip it.
-- a whole frame whose crc fails is damage wherever it is, the newest one included: it
-  may be an acknowledged entry that rotted, and only the index knows (``fsck
-  --repair`` restores it from the index's copy, or quarantines a newest entry the
-  index never took, as for a damaged one-file entry). So is a sealed segment cut
-  short, or unparseable bytes with frames after them. Damage is ``Damaged`` (503
-  naming ``memfs fsck``), never cut.
+  the one with the highest number); it is started at ``SEAL_BYTES`` or ``SEAL_COUNT``,
+  after the zero tail of the one it seals is cut off (``ftruncate`` to its last frame),
+  so a sealed segment ends at its last frame and a zero tail means "not sealed";
+- a torn tail was never acknowledged: the append that made it had not returned from
+  its ``fdatasync``. It is the newest segment ending inside a frame (a header cut
+  short, a payload shorter than its length, bytes that are no header with no frame
+  after them), or, in the zero tail, a last frame whose crc fails and which still
+  holds zeros its write never reached (its last byte, or a sector's worth: an
+  acknowledged frame was written whole). The next appender zeroes it under the lock
+  before appending, which removes bytes no one was ever told exist. Readers skip it.
+- a whole frame whose crc fails is damage wherever it is otherwise, the newest one
+  included: it may be an acknowledged entry that rotted, and only the index knows
+  (``fsck --repair`` restores it from the index's copy, or quarantines a newest entry
+  the index never took, as for a damaged one-file entry). So is a sealed segment cut
+  short, or unparseable bytes (a zeroed header too) with frames after them. Damage is
+  ``Damaged`` (503 naming ``memfs fsck``), never cut.
 
 Old data folders hold one file per entry (``log/<revision>.json``). Those stay where
 they are and are read beside the segments (see ``LocalBackend.get``): lazy dual
@@ -59,9 +72,18 @@ LOCK_NAME = "lock"
 SUFFIX = ".seg"
 MAGIC = b"MFS1"
 ERASED = b"MFSX"
+ZERO = bytes(4)  # the magic of the zero tail: where a segment's frames end
 HEADER = struct.Struct("<4sIIQ")  # magic, payload length, crc32(revision + payload), revision
 SEAL_BYTES = 64 * 1024 * 1024
 SEAL_COUNT = 65536
+# The zero tail an append extends a segment by when its frame does not fit in the zeros
+# left: as many bytes as the segment holds (at least TAIL_MIN, at most TAIL_BYTES), so
+# one size-changing fdatasync per TAIL_BYTES once the segment is large, the others
+# overwrite in place, and a small agent's log is never mostly zeros (a server of many
+# agents would otherwise pay a MiB of disk for each).
+TAIL_BYTES = 1024 * 1024
+TAIL_MIN = 16 * 1024
+_TORN_ZEROS = bytes(512)  # a sector's worth of zeros inside a frame: never written
 _MAX_PAYLOAD = 1 << 31
 _NAME_DIGITS = 20
 
@@ -123,6 +145,8 @@ class _Segment:
     end: int = 0  # where the frames read so far end
     count: int = 0
     writable: bool = False  # fd opened O_RDWR (known here: no fcntl per append)
+    size: int = 0  # the file's size when last looked at (end < size: a zero tail)
+    zeros_seen: bool = False  # the zero tail was read whole once: nothing after it
 
 
 @dataclass
@@ -130,6 +154,15 @@ class _Slot:
     segment: _Segment
     offset: int
     length: int
+
+
+@dataclass
+class _Last:
+    """The last frame a scan found: judged torn or not once the zero tail follows."""
+
+    slot: _Slot
+    revision: int
+    shadowed: _Slot | None  # the slot its revision had before (a torn header's number)
 
 
 @dataclass
@@ -263,24 +296,48 @@ class AgentLog:
             tail = self._new_segment(tail)
         data = frame(revision, payload)
         start = tail.end
+        # Into the zero tail when the frame fits (the fdatasync then changes no size and
+        # needs no journal commit); else the frame and a new zero tail in one write.
+        grow = start + len(data) > tail.size
+        zeros = min(TAIL_BYTES, max(TAIL_MIN, start + len(data))) if grow else 0
+        out = data + bytes(zeros) if grow else data
         try:
-            written = os.pwrite(tail.fd, data, start)
-            if written != len(data):
+            written = self._write(tail, out, start, len(data))
+            if written < len(data):
                 raise OSError(errno.EIO, "short write to a log segment")
             os.fdatasync(tail.fd)
         except BaseException:
-            # Not acknowledged: cut the bytes off so that no reader ever adopts an
+            # Not acknowledged: zero the bytes again so that no reader ever adopts an
             # entry its writer was told failed. If even this fails the disk is
             # failing; the frame may then surface later, as the entry of a writer
             # that crashed after its fdatasync (catch-up applies it, as it would).
             with contextlib.suppress(OSError):
-                os.ftruncate(tail.fd, start)
+                os.pwrite(tail.fd, bytes(len(data)), start)
                 os.fdatasync(tail.fd)
             raise
+        if written == len(out) and grow:
+            tail.size = start + written
+            tail.zeros_seen = True
+        elif written < len(out):  # the frame alone, maybe some zeros: as the file says
+            tail.size = os.fstat(tail.fd).st_size
         tail.end = start + len(data)
         tail.count += 1
         state.entries[revision] = _Slot(tail, start, len(payload))
         return True
+
+    @staticmethod
+    def _write(tail: _Segment, out: bytes, start: int, frame_bytes: int) -> int:
+        """``pwrite`` of a frame (and new zeros after it); a disk too full for the zeros
+        still takes the frame alone (the next append tries to grow them again)."""
+        try:
+            written = os.pwrite(tail.fd, out, start)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or len(out) == frame_bytes:
+                raise
+            written = 0
+        if written < len(out) and len(out) > frame_bytes:
+            written = os.pwrite(tail.fd, out[:frame_bytes], start)
+        return written
 
     def _has_file(self, revision: int) -> bool:
         """Whether the log folder holds ``revision`` as a one-file entry (or anything
@@ -413,11 +470,15 @@ class AgentLog:
                 fd = os.open(name, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
                 os.close(segment.fd)
                 segment.fd, segment.writable = fd, True
-            if st.st_size < segment.end:  # shorter than its frames were: read afresh
+            # Shorter than its frames were, or a newest segment shorter than it was
+            # (its zero tail hides a cut): read afresh. A sealed one shorter than it
+            # was lost its zero tail to the sealing: its new frames are read on.
+            if st.st_size < segment.end or (name == names[-1] and st.st_size < segment.size):
                 self._forget(state.segments.pop(name))
                 state.segments[name] = segment = _Segment(
                     name, _reopen(folder, name, cut), (st.st_dev, st.st_ino), writable=cut
                 )
+            segment.size = st.st_size
             if st.st_size != segment.end:
                 self._read_frames(segment, st.st_size, newest=name == names[-1], cut=cut)
 
@@ -426,32 +487,53 @@ class AgentLog:
 
         Segments are only ever added as the next number and sealed ones never grow, so
         "no segment after the tail, and the tail still linked" means the tail's new
-        frames are all there is to read: two system calls, not a folder listing."""
+        frames are all there is to read: two system calls, not a folder listing. A tail
+        whose zero tail is still there is not sealed (sealing cuts the zero tail off
+        before the next segment is made), so the zeros where the next frame would start
+        answer both questions: an fstat and a pread."""
         st = os.fstat(tail.fd)
-        if st.st_nlink == 0 or st.st_size < tail.end:
-            return False  # removed (erasure) or cut under us: list the folder afresh
+        if st.st_nlink == 0 or st.st_size < tail.end or st.st_size < tail.size:
+            # Removed (erasure), cut under us, or shorter than it was (sealed by another
+            # process, or edited by hand): list the folder afresh.
+            return False
+        if cut and not tail.writable:
+            return False
+        tail.size = st.st_size
+        if (
+            tail.zeros_seen
+            and st.st_size - tail.end >= HEADER.size
+            and os.pread(tail.fd, HEADER.size, tail.end) == bytes(HEADER.size)
+        ):
+            return True
         following = segment_name((segment_number(tail.name) or 0) + 1)
         try:
             os.stat(following, dir_fd=self.state.dir_fd, follow_symlinks=False)
             return False
         except FileNotFoundError:
             pass
-        if cut and not tail.writable:
-            return False
         if st.st_size != tail.end:
             self._read_frames(tail, st.st_size, newest=True, cut=cut)
         return True
 
     def _read_frames(self, segment: _Segment, size: int, *, newest: bool, cut: bool) -> None:
-        """Index the frames of ``segment`` from its known end to ``size``."""
+        """Index the frames of ``segment`` from its known end to ``size`` (or to its
+        zero tail)."""
         state = self.state
         offset = segment.end
+        last: _Last | None = None  # the last frame found here
         while offset < size:
             header = os.pread(segment.fd, HEADER.size, offset)
             torn = len(header) < HEADER.size
             if not torn:
                 magic, length, _crc32, revision = HEADER.unpack(header)
                 end = offset + HEADER.size + length
+                if magic == ZERO and newest:
+                    # The zero tail, or bytes after it: the end, damage or a torn tail.
+                    if not self._zero_tail(segment, offset, size, header, cut=cut):
+                        return
+                    if last is not None and self._torn_last(segment, last, offset, cut=cut):
+                        offset = last.slot.offset
+                    break
                 if magic not in (MAGIC, ERASED) or length >= _MAX_PAYLOAD:
                     if not newest or self._frames_after(segment, offset, size):
                         state.broken = f"{self._segment_key(segment)} at byte {offset}"
@@ -463,19 +545,79 @@ class AgentLog:
                 if not newest:
                     state.broken = f"{self._segment_key(segment)} at byte {offset} (cut short)"
                 elif cut:
-                    os.ftruncate(segment.fd, offset)
-                    os.fdatasync(segment.fd)
+                    self._cut(segment, offset, size)
                 break
             if magic == MAGIC:
-                state.entries[revision] = _Slot(segment, offset, length)
+                slot = _Slot(segment, offset, length)
+                last = _Last(slot, revision, state.entries.get(revision))
+                state.entries[revision] = slot
                 segment.count += 1
+            else:
+                last = None  # a frame came after it: that append had returned
             offset = end
         segment.end = offset
 
-    def _frames_after(self, segment: _Segment, offset: int, size: int) -> bool:
+    def _zero_tail(
+        self, segment: _Segment, offset: int, size: int, header: bytes, *, cut: bool
+    ) -> bool:
+        """At ``offset`` a zero magic: True if the frames end there (zeros to the end,
+        or torn bytes that are now cut or skipped); False (``broken`` set) if a frame
+        follows: acknowledged entries lie beyond, this is damage."""
+        if segment.zeros_seen and header == bytes(HEADER.size):
+            return True  # read whole before; appenders write only at its start
+        rest = os.pread(segment.fd, size - offset, offset)
+        if rest.count(0) == len(rest):
+            segment.zeros_seen = True
+            return True
+        if self._frames_after(segment, offset, size, rest):
+            self.state.broken = f"{self._segment_key(segment)} at byte {offset}"
+            return False
+        if cut:  # a torn append's bytes (a header cut short) in the zeros
+            self._cut(segment, offset, size, rest)
+        return True
+
+    def _torn_last(self, segment: _Segment, last: _Last, end: int, *, cut: bool) -> bool:
+        """Whether the last frame before the zero tail is a torn append: its checksum
+        fails and it still holds zeros the write never reached (its last byte, or a
+        sector's worth). An acknowledged frame was written whole before its append
+        returned; one that rotted has no such zeros, and stays damage for fsck."""
+        slot, revision = last.slot, last.revision
+        data = os.pread(segment.fd, HEADER.size + slot.length, slot.offset)
+        payload = memoryview(data)[HEADER.size :]
+        if _crc(revision, payload) == HEADER.unpack_from(data)[2]:
+            return False
+        if data[-1] != 0 and _TORN_ZEROS not in data:
+            return False
+        # A torn header's revision may be cut to another entry's number: that entry
+        # (an earlier frame) stays where it is.
+        if last.shadowed is None:
+            del self.state.entries[revision]
+        else:
+            self.state.entries[revision] = last.shadowed
+        segment.count -= 1
+        if cut:
+            self._cut(segment, slot.offset, end)
+        return True
+
+    def _cut(self, segment: _Segment, offset: int, size: int, rest: bytes | None = None) -> None:
+        """Zero a torn tail's bytes from ``offset`` (under the exclusive lock): no reader
+        adopts them, and the next frame is written there. Zeros, not ``ftruncate``: the
+        zero tail stays, and an append into it needs no size change."""
+        if rest is None:
+            rest = os.pread(segment.fd, size - offset, offset)
+        used = len(rest.rstrip(b"\0"))
+        if used:
+            os.pwrite(segment.fd, bytes(used), offset)
+            os.fdatasync(segment.fd)
+        segment.zeros_seen = True
+
+    def _frames_after(
+        self, segment: _Segment, offset: int, size: int, rest: bytes | None = None
+    ) -> bool:
         """True if a frame header follows the bad bytes at ``offset``: acknowledged
         entries would be cut with them, so they are damage, not a torn tail."""
-        rest = os.pread(segment.fd, size - offset, offset)
+        if rest is None:
+            rest = os.pread(segment.fd, size - offset, offset)
         return rest.find(MAGIC, 1) >= 0 or rest.find(ERASED, 1) >= 0
 
     def _tail(self) -> _Segment | None:
@@ -484,8 +626,14 @@ class AgentLog:
         return self.state.segments[max(self.state.segments)]
 
     def _new_segment(self, tail: _Segment | None) -> _Segment:
-        """Start the next segment (which seals ``tail``): created, then its folder
-        entry made durable, once per segment."""
+        """Start the next segment (which seals ``tail``): ``tail``'s zero tail cut off
+        first (a sealed segment ends at its last frame, so "cut short" still means
+        damage, and a zero tail means "not sealed"), then the new one created and its
+        folder entry made durable, once per segment."""
+        if tail is not None and tail.size > tail.end:
+            os.ftruncate(tail.fd, tail.end)
+            os.fdatasync(tail.fd)
+            tail.size = tail.end
         number = 1 if tail is None else (segment_number(tail.name) or 0) + 1
         name = segment_name(number)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -524,7 +672,6 @@ def _reopen(folder: int, name: str, writable: bool) -> int:
 def _unlock(fd: int) -> None:
     if fd >= 0:
         fcntl.flock(fd, fcntl.LOCK_UN)
-
 
 
 class Segments:
