@@ -96,9 +96,9 @@ class Checkpointer:
 
     def _run(self) -> None:
         while True:
-            woken = self._wake.wait(self._idle_s)
-            with self._lock:
-                if self._closed or not woken:
+            self._wake.wait(self._idle_s)
+            with self._lock:  # a wake set after the wait timed out still counts
+                if self._closed or not self._wake.is_set():
                     self._thread = None
                     return
                 self._wake.clear()
@@ -112,8 +112,8 @@ class Checkpointer:
         for round_ in range(ROUNDS):
             self.runs += 1
             busy, frames, copied = self._checkpoint()
-            if self._closed or 0 <= frames < before:  # closing, or the WAL restarted
-                return
+            if self._closed or frames < 0 or frames < before:
+                return  # closing, no WAL (-1), or the WAL restarted meanwhile
             if busy == 0 and frames == copied and self._restart(round_ >= LOCKED) < frames:
                 return  # it started over
             before = frames
