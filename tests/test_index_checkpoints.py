@@ -70,7 +70,8 @@ def test_a_commit_never_checkpoints_the_wal_itself(tmp_path: Path) -> None:
         assert ix._checkpoints.runs >= 1  # woken, waiting on the test
         assert ix.path.stat().st_size == main
         held.set()
-        wait_for(lambda: ix.path.stat().st_size > main + count * 60_000, "the checkpoint")
+        wait_for(ix._checkpoints.settled, "the checkpoint")
+        assert ix.path.stat().st_size > main + count * 60_000
         plain = sqlite3.connect(f"file:{ix.path}?mode=ro&immutable=1", uri=True)
         try:
             # The main file alone (immutable: the WAL ignored) holds every row.
@@ -83,21 +84,26 @@ def test_a_commit_never_checkpoints_the_wal_itself(tmp_path: Path) -> None:
 
 
 def test_sustained_writes_keep_the_wal_bounded(tmp_path: Path) -> None:
-    # 3,000 write transactions of ~4 pages: without checkpoints the WAL would hold
-    # ~12,000 frames (under the backstop); the thread restarts it as it goes.
+    # 30 blocks of 64 write transactions of ~5 pages: without checkpoints the WAL
+    # would hold every frame (under the backstop). The thread, woken by each block's
+    # last commit, copies the WAL and restarts it: it never holds much more than a
+    # block's frames.
     ix = Index(tmp_path / "index.sqlite")
-    ix._checkpoints._every = 64
+    checkpoints = ix._checkpoints
+    checkpoints._every, checkpoints._count = 64, 0
     try:
         frames = []
         for block in range(30):
-            write_blobs(ix, 100, 12_000, start=block * 100)
+            write_blobs(ix, 64, 12_000, start=block * 64)
+            wait_for(checkpoints.settled, "the block's checkpoint")
             frames.append(wal_frames(ix))
-        written = 3000 * 4
-        assert ix._checkpoints.runs >= 1
-        assert max(frames) < written // 2, frames
+        block_frames = frames[0]
+        assert checkpoints.runs >= 30
+        assert block_frames >= 64 * 4
+        assert max(frames) <= 2 * block_frames, frames  # 30 blocks written
     finally:
         ix.close()
-    assert ix._checkpoints._thread is None or not ix._checkpoints._thread.is_alive()
+    assert checkpoints._thread is None or not checkpoints._thread.is_alive()
 
 
 def test_close_stops_the_thread_and_a_closed_index_starts_none(tmp_path: Path) -> None:

@@ -60,6 +60,7 @@ class Checkpointer:
         self._count = 0
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._working = False
         self._pid = durable.pid()  # noted runs on every commit: no getpid call
         self.runs = 0  # checkpoint calls made (tests and benchmarks read it)
 
@@ -85,6 +86,11 @@ class Checkpointer:
                 )
                 self._thread.start()
 
+    def settled(self) -> bool:
+        """No wake waiting and no pass running (what tests wait for)."""
+        with self._lock:
+            return not self._wake.is_set() and not self._working
+
     def close(self, timeout: float = 10.0) -> None:
         """No more checkpoints; waits for one running to end."""
         with self._lock:
@@ -102,10 +108,13 @@ class Checkpointer:
                     self._thread = None
                     return
                 self._wake.clear()
+                self._working = True
             try:
                 self._catch_up()
             except Exception as exc:  # the backstop auto-checkpoint still bounds the WAL
                 log.debug("background WAL checkpoint failed: %s", exc)
+            finally:
+                self._working = False
 
     def _catch_up(self) -> None:
         before = -1
