@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp)
         store = Store(root, backend=LocalBackend(root))
         if hasattr(store.index, "_idle"):  # the commits' own frames: no idle flush between
+            store.index._checkpoints.close()  # nor a checkpoint restarting the WAL mid-block
             store.index._idle.close()
         store.create_agent(agent)
         for i in range(50):  # warm up: imports, schema pages, first folders

@@ -13,12 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from memfs.derived.index import search
+from memfs.derived.index.checkpointer import Checkpointer
 from memfs.derived.index.idle_flush import IdleFlush
 from memfs.derived.index.rows import IndexGone
 from memfs.derived.index.schema import _SCHEMA, KNOWN_SCHEMAS, SCHEMA_VERSION, migrate
 from memfs.derived.index.sessions import SqliteRead, SqliteWrite
 
-WAL_AUTOCHECKPOINT = 10_000  # pages (4 KiB): SQLite's default is 1,000
+# SQLite's own auto-checkpoint, in pages (4 KiB; its default is 1,000): only a backstop,
+# the checkpointer thread copies the WAL long before (see checkpointer.py).
+WAL_AUTOCHECKPOINT = 40_000
 
 
 class Index:
@@ -39,6 +42,7 @@ class Index:
         self._queue_path = path.with_name(path.name + ".lock")
         self._queue = -1
         self._opened = False
+        self._checkpoints = Checkpointer(self._checkpoint_passive, self._restart_wal)
         self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(self._queue, fcntl.LOCK_EX)  # released by _migrate's transaction
         if not path.exists():
@@ -77,11 +81,10 @@ class Index:
             # The index is derived: a commit lost to power failure is replayed from the
             # log, so the WAL need not be fsynced on every commit.
             conn.execute("PRAGMA synchronous=NORMAL")
-            # A checkpoint every ~600 commits rather than ~60: the pages every commit
-            # rewrites (the agent's row, the clock, the tables' last leaves) are copied
-            # to the main file once per checkpoint, and each checkpoint pays two
-            # fsyncs. 15 % fewer system calls per commit (docs/benchmarks.md); the WAL
-            # file grows to about 40 MiB, and an erase still truncates it.
+            # Only a backstop: the checkpointer thread copies the WAL every ~512 write
+            # transactions, off the commit path. A process without the thread (a CLI
+            # command) or a stuck one still bounds the WAL (160 MiB at most); an erase
+            # still truncates it.
             conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT}")
             # Deleted rows are overwritten with zeros (in their pages and in freed pages),
             # so an erased agent's text leaves no trace in the file (see checkpoint()).
@@ -101,6 +104,51 @@ class Index:
             busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             if busy:
                 time.sleep(0.01)
+
+    def _checkpoint_passive(self) -> tuple[int, int, int]:
+        """The checkpointer thread's pass: copy what the WAL holds into the main file
+        without waiting on anyone; (busy, frames in the WAL, frames copied). A connection of
+        its own, closed after (no watch kept on a file that may be replaced), opened
+        read-write without creating: a deleted index is not made again here."""
+        conn = sqlite3.connect(f"file:{self._path_text}?mode=rw", uri=True, isolation_level=None)
+        try:
+            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            conn.close()
+        return int(busy), int(frames), int(copied)
+
+    def _restart_wal(self, locked: bool) -> int:
+        """The checkpointer thread's restart: a write transaction of one page; the
+        frames the WAL holds after it. Begun while every frame of the WAL is copied,
+        SQLite writes it at the WAL's start (the file stops growing); begun later, it
+        is one frame more. ``locked``: a last passive pass first, in the index's write
+        queue (so no commit lands between the two). Not fsynced
+        (``synchronous=NORMAL``)."""
+        conn = sqlite3.connect(f"file:{self._path_text}?mode=rw", uri=True, isolation_level=None)
+        try:
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            with self._writer:
+                if self._queue < 0:
+                    return 0  # closed
+                fcntl.flock(self._queue, fcntl.LOCK_EX)
+                try:
+                    if locked:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        conn.execute("UPDATE meta SET value=value WHERE key='schema'")
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            with contextlib.suppress(sqlite3.Error):
+                                conn.execute("ROLLBACK")
+                        raise
+                finally:
+                    fcntl.flock(self._queue, fcntl.LOCK_UN)
+            return int(conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1])
+        finally:
+            conn.close()
 
     def flush_search(self) -> None:
         """Index every pending full-text row (search.flush), in a write transaction."""
@@ -124,6 +172,7 @@ class Index:
 
     def close(self) -> None:
         self._idle.close()
+        self._checkpoints.close()
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
@@ -180,6 +229,7 @@ class Index:
                 try:
                     yield conn
                     conn.execute("COMMIT")
+                    self._checkpoints.noted()
                 except BaseException:
                     # A failed COMMIT (a full disk) leaves the transaction open.
                     if conn.in_transaction:

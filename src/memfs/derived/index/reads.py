@@ -43,7 +43,8 @@ def agent(conn: sqlite3.Connection, agent_id: str) -> AgentRow | None:
 # planning needed three statements for them).
 _AGENT_HEAD = (
     "SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
-    " d.file, d.reason, m.value FROM (SELECT 1) one"
+    " d.file, d.reason, MAX(COALESCE(m.value, 0),"
+    " COALESCE((SELECT MAX(visible_at) FROM commits), 0)) FROM (SELECT 1) one"
     " LEFT JOIN agents a ON a.agent_id=?1 LEFT JOIN damage d ON d.agent_id=?1"
     " LEFT JOIN meta m ON m.key='clock'"
 )

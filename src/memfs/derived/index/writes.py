@@ -19,10 +19,24 @@ from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit
 from memfs.domain.content import metadata_text
 
+# The clock: the newest commit's visibility (commits_by_visibility answers it with one
+# seek) or the meta row, whichever is later. A commit moves it by its own row, not by
+# rewriting the meta row (one hot page less per commit); the meta row holds what no
+# commit row does (a pin, a run step, a clock kept across a rebuild), and is raised
+# before commit rows are deleted, so the clock never moves back.
+_CLOCK = (
+    "SELECT MAX(COALESCE((SELECT value FROM meta WHERE key='clock'), 0),"
+    " COALESCE((SELECT MAX(visible_at) FROM commits), 0))"
+)
+
 
 def clock(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key='clock'").fetchone()
-    return int(row[0]) if row else 0
+    return int(conn.execute(_CLOCK).fetchone()[0])
+
+
+def _keep_clock(conn: sqlite3.Connection) -> None:
+    """Before commit rows are deleted: the meta row takes the clock they made."""
+    raise_clock(conn, clock(conn))
 
 
 def put_agent(
@@ -36,6 +50,7 @@ def put_agent(
 
 def drop_agent(conn: sqlite3.Connection, agent_id: str, *, runs: bool = True) -> None:
     """Forget an agent (``runs=False``: keep its runs, which reindex rescans apart)."""
+    _keep_clock(conn)
     search.drop_docs(conn, agent_id)
     for table in DERIVED_TABLES:
         if runs or table not in ("runs", "run_steps"):
@@ -153,7 +168,7 @@ def apply_commit(
         "WHERE agent_id=?",
         (*params, agent),
     )
-    raise_clock(conn, visible_at)
+    # The clock moves with the commit's own row (see _CLOCK): no meta row written.
     return True
 
 
@@ -178,6 +193,9 @@ def clear_damage(conn: sqlite3.Connection, agent_id: str) -> None:
 
 
 def clear_tables(conn: sqlite3.Connection, tables: Iterable[str]) -> None:
+    tables = list(tables)
+    if "commits" in tables:
+        _keep_clock(conn)
     for table in tables:
         if table == "search_docs":
             search.drop_docs(conn, None)
