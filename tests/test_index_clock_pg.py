@@ -14,6 +14,7 @@ import pytest
 
 from memfs.derived.index.postgres import PgWrite, PostgresIndex
 from memfs.domain.commits import CREATED, MODIFIED, Change, Commit
+from pg_round_trips import count_round_trips
 
 
 @pytest.fixture
@@ -131,22 +132,7 @@ def test_a_commit_after_its_agents_row_is_two_round_trips_and_still_idempotent(
     row's insert needs no answer of its own (the row said the commit is new), so the
     session is two round trips (BEGIN, lock and row; the rows, the clock step and
     COMMIT), not three. The same commit applied again in that session is refused."""
-    trips: list[str] = []
-    execute = psycopg.Cursor.execute
-    pipeline = psycopg.Connection.pipeline
-
-    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        if self.connection._pipeline is None:
-            trips.append(str(query))
-        return execute(self, query, *args, **kw)
-
-    def piped(self: psycopg.Connection[Any]) -> Any:
-        if self._pipeline is None:
-            trips.append("pipeline")
-        return pipeline(self)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
+    trips = count_round_trips(monkeypatch)
     data = b"v1\n"
     sha = hashlib.sha256(data).hexdigest()
     change = Change("/memories/p.md", CREATED, 1, None, sha, len(data), content="v1\n")

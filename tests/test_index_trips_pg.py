@@ -8,13 +8,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
 
 from memfs.derived.index.postgres import PostgresIndex
 from memfs.domain.commits import CREATED, Change, Commit
+from pg_round_trips import count_round_trips
 
 
 @pytest.fixture
@@ -32,25 +32,8 @@ def idx(postgres_url: str) -> Iterator[PostgresIndex]:
 
 @pytest.fixture
 def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What this process waits on PostgreSQL for: each statement sent alone, and each
-    pipeline (one round trip however many statements it holds)."""
-    waited: list[str] = []
-    execute = psycopg.Cursor.execute
-    pipeline = psycopg.Connection.pipeline
-
-    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        if self.connection._pipeline is None:
-            waited.append(str(query))
-        return execute(self, query, *args, **kw)
-
-    def piped(self: psycopg.Connection[Any]) -> Any:
-        if self._pipeline is None:
-            waited.append("pipeline")
-        return pipeline(self)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
-    monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
-    return waited
+    """What this process waits on PostgreSQL for (``pg_round_trips``)."""
+    return count_round_trips(monkeypatch)
 
 
 def _commit(agent: str, revision: int, path: str) -> tuple[Commit, dict[str, bytes]]:
