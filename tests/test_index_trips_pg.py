@@ -6,6 +6,8 @@ agents first, then each again per commit)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import resource
 import time
 from collections.abc import Iterator
 
@@ -105,6 +107,44 @@ def test_a_read_session_is_its_queries_round_trips_and_ends_its_snapshot_at_once
             assert r.agent("c") is not None
     finally:
         index.close()
+
+
+def _backend_pids(url: str, application: str) -> list[int]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name=%s", (application,)
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
+def test_a_process_past_1024_descriptors_keeps_its_connection(postgres_url: str) -> None:
+    """A server with many clients holds more descriptors than ``select`` takes
+    (FD_SETSIZE, 1024): a connection numbered past it still ends its reads without
+    waiting and is reused by the next session, not refused nor replaced each time."""
+    held_count = 1100
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert hard >= held_count + 200, (
+        f"this test needs a descriptor limit of {held_count + 200}; raise it with "
+        f"'ulimit -Hn {held_count + 200}' (the hard limit here is {hard})"
+    )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, held_count + 200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(held_count)]
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "application_name=memfs-fds"
+    index = PostgresIndex(url, pool_size=1)
+    try:
+        with index.write_session() as s:
+            s.put_agent("a", "A", "store-a", 1)
+        backends = set()
+        for _ in range(5):
+            with index.read_session() as r:
+                assert r.agent("a") is not None
+            backends.update(_backend_pids(postgres_url, "memfs-fds"))
+        assert len(backends) == 1, backends
+    finally:
+        index.close()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_batch_reads_each_agents_row_once_and_follows_its_own_commits(

@@ -18,6 +18,7 @@ runs the COMMIT on receipt: the snapshot is not held while the connection is idl
 from __future__ import annotations
 
 import contextlib
+import math
 import select
 import threading
 import time
@@ -29,14 +30,23 @@ from psycopg import Connection
 Conn = Connection[tuple[Any, ...]]
 
 
+def _ready(fd: int, events: int, timeout: float) -> bool:
+    """Whether ``fd`` is ready for ``events`` within ``timeout`` seconds. ``poll``, not
+    ``select``: a busy server holds more than FD_SETSIZE (1024) descriptors, and
+    ``select`` refuses any numbered past it."""
+    poller = select.poll()
+    poller.register(fd, events)
+    return bool(poller.poll(max(0, math.ceil(timeout * 1000))))
+
+
 def _dropped(conn: Conn) -> bool:
     """Whether an idle connection's socket is readable (end of file, a reset, the
     server's goodbye), without waiting: no round trip."""
     try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        readable = _ready(conn.pgconn.socket, select.POLLIN, 0)
     except (OSError, ValueError, psycopg.Error):
         return True
-    return bool(readable) or conn.closed or conn.broken
+    return readable or conn.closed or conn.broken
 
 
 def _send_commit(conn: Conn) -> None:
@@ -45,7 +55,7 @@ def _send_commit(conn: Conn) -> None:
     pgconn = conn.pgconn
     pgconn.send_query(b"COMMIT")
     while pgconn.flush():
-        select.select([], [pgconn.socket], [], 1.0)
+        _ready(pgconn.socket, select.POLLOUT, 1.0)
 
 
 def _read_commit(conn: Conn, timeout: float) -> bool:
@@ -77,12 +87,12 @@ def _drain(conn: Conn, pgconn: psycopg.pq.abc.PGconn, timeout: float) -> bool:
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            select.select([pgconn.socket], [], [], left)
+            _ready(pgconn.socket, select.POLLIN, left)
             pgconn.consume_input()
         ok = False
         while (result := pgconn.get_result()) is not None:
             ok = result.status == psycopg.pq.ExecStatus.COMMAND_OK
-    except (OSError, psycopg.Error):
+    except (OSError, ValueError, psycopg.Error):
         return False
     return ok and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
@@ -154,7 +164,7 @@ class Pool:
             if sound and commit and status == psycopg.pq.TransactionStatus.INTRANS:
                 try:
                     _send_commit(conn)
-                except (OSError, psycopg.Error):
+                except (OSError, ValueError, psycopg.Error):
                     sound = False
             else:
                 commit = False
