@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from forked import in_forked_child
 from memfs.canonical import durable, layout
 from memfs.canonical.backend import LocalBackend
 from memfs.core.store import Store
@@ -121,24 +122,13 @@ def test_a_forked_child_appends_with_its_own_lock_and_temp_names(tmp_path: Path)
     assert backend.put_if_absent(layout.log_key(AGENT, 1), b"one\n")
     folder = os.open(tmp_path, os.O_RDONLY)
     parent_name = durable.write_temp_at(folder, b"parent", sync=False)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: report, never return into pytest
-        code = 1
-        try:
-            os.close(read)
-            won = backend.put_if_absent(layout.log_key(AGENT, 2), b"two\n")
-            child_name = durable.write_temp_at(folder, b"child", sync=False)
-            os.write(write, f"{won} {child_name}".encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        report = pipe.read()
-    _, status = os.waitpid(pid, 0)
+
+    def child() -> str:
+        won = backend.put_if_absent(layout.log_key(AGENT, 2), b"two\n")
+        return f"{won} {durable.write_temp_at(folder, b'child', sync=False)}"
+
+    report = in_forked_child(child)
     os.close(folder)
-    assert os.waitstatus_to_exitcode(status) == 0
     won, child_name = report.split()
     assert won == "True"
     assert child_name != parent_name and (tmp_path / parent_name).read_bytes() == b"parent"

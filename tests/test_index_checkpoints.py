@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from forked import in_forked_child
 from memfs.derived.index import connection
 from memfs.derived.index.connection import Index
 
@@ -122,28 +123,18 @@ def test_a_forked_child_checkpoints_with_a_thread_of_its_own(tmp_path: Path) -> 
     ix._checkpoints._every = 4
     try:
         write_blobs(ix, 8, 100)  # the parent's thread started
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report, never return into pytest
-            code = 1
-            try:
-                os.close(read)
-                child = ix._checkpoints
-                before = child.runs
-                for _ in range(8):  # commits noted (no SQLite connection across a fork)
-                    child.noted()
-                deadline = time.monotonic() + 60
-                while child.runs == before and time.monotonic() < deadline:
-                    time.sleep(0.02)
-                os.write(write, f"{child.runs - before}".encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        with os.fdopen(read) as pipe:
-            report = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+
+        def child() -> str:
+            checkpoints = ix._checkpoints
+            before = checkpoints.runs
+            for _ in range(8):  # commits noted (no SQLite connection across a fork)
+                checkpoints.noted()
+            deadline = time.monotonic() + 60
+            while checkpoints.runs == before and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return f"{checkpoints.runs - before}"
+
+        report = in_forked_child(child)
         assert int(report) >= 1  # the child's own thread ran its passes
     finally:
         ix.close()
