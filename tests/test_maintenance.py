@@ -663,13 +663,16 @@ def test_a_lost_index_is_rebuilt_from_the_log_at_start(tmp_path: Path, spoil: An
 def test_an_index_missing_an_agent_on_disk_is_rebuilt_at_start(tmp_path: Path) -> None:
     data = tmp_path / "data"
     store = Store(data)
-    populate(store, store.create_agent("users/alice/assistant").agent_id)
-    before = snapshot(store)
-    sql(store, "DELETE FROM agents WHERE agent_id='users/alice/assistant'")
-    assert healing.behind(store) is not None
-    healing.heal(store)
-    assert snapshot(store) == before
-    assert healing.behind(store) is None
+    try:
+        populate(store, store.create_agent("users/alice/assistant").agent_id)
+        before = snapshot(store)
+        sql(store, "DELETE FROM agents WHERE agent_id='users/alice/assistant'")
+        assert healing.behind(store) is not None
+        healing.heal(store)
+        assert snapshot(store) == before
+        assert healing.behind(store) is None
+    finally:
+        store.close()
 
 
 def _set_schema(path: Path, value: int) -> None:

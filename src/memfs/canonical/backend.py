@@ -115,6 +115,10 @@ class LocalBackend:
         self.root = root
         self.segments = segments.Segments(root)
 
+    def close(self) -> None:
+        """Close the segments' open descriptors (a later call opens them again)."""
+        self.segments.close()
+
     def _path(self, key: str) -> Path:
         return Path(f"{self.root}/{check_key(key)}")
 

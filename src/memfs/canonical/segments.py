@@ -701,3 +701,11 @@ class Segments:
             else:
                 self._logs.move_to_end(folder)
             return log
+
+    def close(self) -> None:
+        """Close every kept log's descriptors (the owning ``Store.close``); a later use
+        of a folder opens and reads it again, as after an eviction."""
+        with self._lock:
+            logs, self._logs = list(self._logs.values()), OrderedDict()
+        for log in logs:
+            log.close()

@@ -129,7 +129,11 @@ class Store:
         self.worktree = worktree
         durable.private_folder(data_dir)
         fault_points.install()  # test-only, and a no-op unless MEMFS_TEST_FAULT asks
-        self.backend: Backend = backend if backend is not None else LocalBackend(data_dir)
+        # A backend made here is this Store's to close; one passed in is its caller's.
+        self._own_backend: LocalBackend | None = None
+        if backend is None:
+            backend = self._own_backend = LocalBackend(data_dir)
+        self.backend: Backend = backend
         # Typed as the seam: the core reaches the index only through sessions. Where it
         # is: ``index_location`` (MEMFS_INDEX, postgresql://…), else SQLite in the folder.
         file = index_file or layout.index_path(data_dir)
@@ -174,6 +178,8 @@ class Store:
     def close(self) -> None:
         self.index.close()
         self.commits.close()
+        if self._own_backend is not None:
+            self._own_backend.close()
 
     # ---- agents ----------------------------------------------------------------
 
