@@ -44,7 +44,7 @@ from typing import Protocol
 from memfs.canonical import layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas, fault_points
-from memfs.core.group_commit import GroupCommit
+from memfs.core.group_commit import GroupCommit, WakingGroupCommit
 from memfs.core.planner import Move, Op, Plan, written_row
 from memfs.core.planner import plan as plan_commit
 from memfs.core.tree_commit import TreeCommit
@@ -188,8 +188,10 @@ class Committer:
 
     def __init__(self, store: Host) -> None:
         self.store = store
-        # Concurrent commits of this process share one index transaction.
-        self.group: GroupCommit[_Queued] = GroupCommit()
+        # Concurrent commits of this process share one index transaction, queued as
+        # the index asks (``base.CommitQueue``).
+        waking = store.index.commit_queue == "waking"
+        self.group: GroupCommit[_Queued] = WakingGroupCommit() if waking else GroupCommit()
         self._turns = _Turns()
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
         self._in_flight: dict[int, int] = {}
@@ -386,12 +388,12 @@ class Committer:
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
-            # Every agent's row first, in one order for every server: PostgreSQL takes
-            # an agent's lock as a session first names it, and two servers' batches
-            # naming x, y and y, x would deadlock. Each row is used as read here (one
-            # statement per agent, not two): a batch holds one commit per agent, its
-            # commits taking turns, and a second one would read its row afresh.
-            heads = {a: ix.agent(a) for a in sorted({q.commit.agent_id for q in batch})}
+            # Every agent's row first, in one call (``agent_rows``): PostgreSQL takes
+            # every agent's lock there, in one order for every server (two servers'
+            # batches naming x, y and y, x would deadlock otherwise). Each row is used
+            # as read here: a batch holds one commit per agent, its commits taking
+            # turns, and a second one would read its row afresh.
+            heads = ix.agent_rows(sorted({q.commit.agent_id for q in batch}))
             for item in order:
                 commit = item.commit
                 agent_id = commit.agent_id
