@@ -44,7 +44,7 @@ from typing import Protocol
 from memfs.canonical import layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas, fault_points
-from memfs.core.group_commit import GroupCommit, WakingGroupCommit
+from memfs.core.group_commit import GroupCommit
 from memfs.core.planner import Move, Op, Plan, written_row
 from memfs.core.planner import plan as plan_commit
 from memfs.core.tree_commit import TreeCommit
@@ -188,10 +188,8 @@ class Committer:
 
     def __init__(self, store: Host) -> None:
         self.store = store
-        # Concurrent commits of this process share one index transaction, queued as
-        # the index asks (``base.CommitQueue``).
-        waking = store.index.commit_queue == "waking"
-        self.group: GroupCommit[_Queued] = WakingGroupCommit() if waking else GroupCommit()
+        # Concurrent commits of this process share one index transaction.
+        self.group: GroupCommit[_Queued] = GroupCommit()
         self._turns = _Turns()
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
         self._in_flight: dict[int, int] = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from memfs.derived.index.rows import MemoryRead
 from memfs.derived.index.runs import RunRow
@@ -187,21 +187,11 @@ class WriteSession(ReadSession, Protocol):
     def purge_search(self) -> None: ...
 
 
-# How concurrent commits of one process queue for their group commit (read once by
-# ``core.commit.Committer``): "leader", each caller learns its batch is done as it gets
-# the leader lock in turn (bigger batches where the index transaction is a local
-# fsync-free commit: SQLite), or "waking", every caller of a flushed batch woken at once
-# (bigger batches where each transaction waits on a database server's round trips:
-# PostgreSQL). Measured in docs/benchmarks.md.
-CommitQueue = Literal["leader", "waking"]
-
-
 class Index(Protocol):
     """A derived index: rebuildable from the log, answering in sessions."""
 
     # True when opening found no usable index: the store rebuilds it from the log.
     created: bool
-    commit_queue: CommitQueue
 
     def read_session(self) -> AbstractContextManager[ReadSession]: ...
 

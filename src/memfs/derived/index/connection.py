@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from memfs.derived.index import search
 from memfs.derived.index.checkpointer import Checkpointer
@@ -24,15 +23,9 @@ from memfs.derived.index.sessions import SqliteRead, SqliteWrite
 # the checkpointer thread copies the WAL long before (see checkpointer.py).
 WAL_AUTOCHECKPOINT = 40_000
 
-if TYPE_CHECKING:
-    from memfs.derived.index.base import CommitQueue
-
 
 class Index:
     """One SQLite file shared by every process; one connection per thread."""
-
-    # Commits queue behind the leader lock (base.CommitQueue): bigger batches here.
-    commit_queue: CommitQueue = "leader"
 
     def __init__(self, path: Path) -> None:
         self.path = path

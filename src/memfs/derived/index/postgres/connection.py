@@ -29,7 +29,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -46,9 +46,6 @@ _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 # Creating or migrating the tables excludes every writer (WRITE_LOCK exclusively).
 _BEGIN_MIGRATE = f"{_BEGIN_WRITE}; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-if TYPE_CHECKING:
-    from memfs.derived.index.base import CommitQueue
-
 Conn = Connection[tuple[Any, ...]]
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _S = TypeVar("_S", bound=PgRead)
@@ -85,11 +82,6 @@ def _reason(exc: BaseException) -> str:
 
 class PostgresIndex:
     """The derived index in a PostgreSQL database shared by every memfs server."""
-
-    # Every caller of a flushed batch woken at once (base.CommitQueue): a batch's
-    # transaction waits on round trips, and callers woken one by one through the
-    # leader lock left fewer commits per transaction (docs/benchmarks.md).
-    commit_queue: CommitQueue = "waking"
 
     def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
