@@ -11,10 +11,14 @@ import resource
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from memfs.canonical.backend import MemoryBackend
+from memfs.core.planner import Put
+from memfs.core.store import Store
 from memfs.derived.index.postgres import PostgresIndex
 from memfs.derived.index.postgres.writes import AGENT_LOCKS, agent_key
 from memfs.domain.commits import CREATED, Change, Commit
@@ -243,3 +247,43 @@ def test_batches_naming_agents_in_any_order_take_their_locks_in_one_order(
     finally:
         holder.close()
         batch.close()
+
+
+def test_a_group_commit_of_three_agents_is_two_round_trips(
+    postgres_url: str, tmp_path: Path, trips: list[str]
+) -> None:
+    """Three agents' commits queued behind a running flush are indexed by the next one
+    in two round trips (their locks and rows, then the rows written with COMMIT), where
+    naming each agent in turn took four; each is then readable."""
+    store = Store(tmp_path / "data", backend=MemoryBackend(), index_location=postgres_url)
+    agents = ["a", "b", "c"]
+    try:
+        for agent in agents:
+            store.create_agent(agent)
+        group = store.commits.group
+        errors: list[BaseException] = []
+
+        def write(agent: str) -> None:
+            try:
+                store.apply(agent, [Put("/memories/n.md", b"note\n")], actor="t")
+            except BaseException as exc:  # reported by the test below
+                errors.append(exc)
+
+        writers = [threading.Thread(target=write, args=(a,)) for a in agents]
+        with group._leader:  # a flush running: the three commits queue behind it
+            for w in writers:
+                w.start()
+            deadline = time.monotonic() + 60
+            while group.waiting() < len(agents):
+                assert time.monotonic() < deadline, "the commits never queued"
+                time.sleep(0.01)
+            trips.clear()
+        for w in writers:
+            w.join(timeout=60)
+        assert not errors, errors
+        assert trips == ["pipeline", "pipeline"], trips
+        assert group.flushed - group.flushes == len(agents) - 1  # one flush held all three
+        for agent in agents:
+            assert store.read(agent, "/memories/n.md").content == b"note\n"
+    finally:
+        store.close()
