@@ -1,20 +1,26 @@
 """Round trips of the PostgreSQL index's sessions (real PostgreSQL): a read session
 ends without waiting for its COMMIT (the pool reads the answer at the next checkout),
 and a write session reads each agent's row once (a group commit's batch names its
-agents first, then each again per commit)."""
+agents first, all in one round trip, then each again per commit)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import resource
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from memfs.canonical.backend import MemoryBackend
+from memfs.core.planner import Put
+from memfs.core.store import Store
 from memfs.derived.index.postgres import PostgresIndex
+from memfs.derived.index.postgres.writes import AGENT_LOCKS, agent_key
 from memfs.domain.commits import CREATED, Change, Commit
 from pg_round_trips import count_round_trips
 
@@ -147,18 +153,24 @@ def test_a_process_past_1024_descriptors_keeps_its_connection(postgres_url: str)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def test_a_batch_reads_each_agents_row_once_and_follows_its_own_commits(
+def test_a_batch_takes_its_agents_locks_and_rows_in_one_round_trip_and_follows_its_commits(
     idx: PostgresIndex, trips: list[str]
 ) -> None:
-    """A group commit of two agents names both (their locks and rows: a round trip
-    each), then reads each row again per commit: those reads are answered from the
-    rows the session keeps, as its commits changed them, so the whole batch is three
-    round trips. A rollback to a savepoint forgets the kept rows."""
+    """A group commit of two agents names both at once (``agent_rows``: their locks
+    and rows in one round trip, where it took one per agent), then reads each row again
+    per commit: those reads are answered from the rows the session keeps, as its
+    commits changed them, so the whole batch is two round trips (the rows, then the
+    rest with COMMIT). A rollback to a savepoint forgets the kept rows."""
     commit_a, contents_a = _commit("a", 1, "/memories/x.md")
     commit_b, contents_b = _commit("b", 1, "/memories/y.md")
     trips.clear()
     with idx.write_session() as s:
-        assert s.agent("a") is not None and s.agent("b") is not None
+        heads = s.agent_rows(["a", "b", "nobody"])
+        assert heads["nobody"] is None
+        assert [(r.agent_id, r.revision) for r in (heads["a"], heads["b"]) if r] == [
+            ("a", 0),
+            ("b", 0),
+        ]
         row = s.agent("a")
         assert row is not None and row.revision == 0
         assert s.apply_commit(commit_a, commit_a.ts, contents_a, commit_a.to_bytes())
@@ -168,7 +180,7 @@ def test_a_batch_reads_each_agents_row_once_and_follows_its_own_commits(
         assert row is not None and row.revision == 0
         assert s.apply_commit(commit_b, commit_b.ts, contents_b, commit_b.to_bytes())
         assert s.clock() == 0  # the clock as read with the rows: no round trip either
-    assert trips == ["pipeline", "pipeline", "pipeline"], trips
+    assert trips == ["pipeline", "pipeline"], trips
     with idx.read_session() as r:
         assert [(a.agent_id, a.revision) for a in r.agents("", None, 10)] == [("a", 1), ("b", 1)]
         assert r.agent_stats("a") == (1, len(b"a 1\n"))
@@ -183,3 +195,95 @@ def test_a_batch_reads_each_agents_row_once_and_follows_its_own_commits(
         assert row is not None and row.revision == 1
     with idx.read_session() as r:
         assert r.agent_stats("a") == (1, len(b"a 1\n"))
+
+
+def _granted_agent_locks(url: str, application: str) -> set[int]:
+    """The agent lock keys (``writes.agent_key``) held by the backend of ``application``."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT l.objid FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid"
+            " WHERE l.locktype='advisory' AND l.granted AND l.objsubid=2 AND l.classid=%s"
+            " AND a.application_name=%s",
+            (AGENT_LOCKS, application),
+        ).fetchall()
+    # pg_locks shows the signed key as an unsigned oid.
+    return {int(objid) - (1 << 32) if int(objid) >= 1 << 31 else int(objid) for (objid,) in rows}
+
+
+def test_batches_naming_agents_in_any_order_take_their_locks_in_one_order(
+    postgres_url: str,
+) -> None:
+    """Two servers' batches of the same agents queue instead of deadlocking: each takes
+    the locks in ascending key order, whatever order it names the agents in. A batch
+    naming (high, low) while another session holds ``high`` has taken ``low`` and
+    waits for ``high``; once ``high`` is free it gets both."""
+    low, high = sorted(("a", "b"), key=agent_key)
+    holder = PostgresIndex(postgres_url, pool_size=1)
+    url = postgres_url + ("&" if "?" in postgres_url else "?") + "application_name=memfs-order"
+    batch = PostgresIndex(url, pool_size=1)
+    answer: list[dict[str, object]] = []
+    try:
+        with holder.write_session() as s:
+            s.put_agent(low, "Low", "store-1", 1)
+            s.put_agent(high, "High", "store-1", 1)
+        with holder.write_session() as s:
+            assert s.agent(high) is not None  # its lock held until this block ends
+
+            def run_batch() -> None:
+                with batch.write_session() as b:
+                    answer.append(dict(b.agent_rows([high, low])))
+
+            waiter = threading.Thread(target=run_batch)
+            waiter.start()
+            deadline = time.monotonic() + 60
+            while agent_key(low) not in _granted_agent_locks(postgres_url, "memfs-order"):
+                assert time.monotonic() < deadline, "the batch never took the lower key first"
+                time.sleep(0.05)
+            assert agent_key(high) not in _granted_agent_locks(postgres_url, "memfs-order")
+            assert not answer  # still waiting for high
+        waiter.join(timeout=60)
+        assert not waiter.is_alive()
+        assert [row.agent_id for row in answer[0].values() if row is not None] == [high, low]
+    finally:
+        holder.close()
+        batch.close()
+
+
+def test_a_group_commit_of_three_agents_is_two_round_trips(
+    postgres_url: str, tmp_path: Path, trips: list[str]
+) -> None:
+    """Three agents' commits queued behind a running flush are indexed by the next one
+    in two round trips (their locks and rows, then the rows written with COMMIT), where
+    naming each agent in turn took four; each is then readable."""
+    store = Store(tmp_path / "data", backend=MemoryBackend(), index_location=postgres_url)
+    agents = ["a", "b", "c"]
+    try:
+        for agent in agents:
+            store.create_agent(agent)
+        group = store.commits.group
+        errors: list[BaseException] = []
+
+        def write(agent: str) -> None:
+            try:
+                store.apply(agent, [Put("/memories/n.md", b"note\n")], actor="t")
+            except BaseException as exc:  # reported by the test below
+                errors.append(exc)
+
+        writers = [threading.Thread(target=write, args=(a,)) for a in agents]
+        with group._leader:  # a flush running: the three commits queue behind it
+            for w in writers:
+                w.start()
+            deadline = time.monotonic() + 60
+            while group.waiting() < len(agents):
+                assert time.monotonic() < deadline, "the commits never queued"
+                time.sleep(0.01)
+            trips.clear()
+        for w in writers:
+            w.join(timeout=60)
+        assert not errors, errors
+        assert trips == ["pipeline", "pipeline"], trips
+        assert group.flushed - group.flushes == len(agents) - 1  # one flush held all three
+        for agent in agents:
+            assert store.read(agent, "/memories/n.md").content == b"note\n"
+    finally:
+        store.close()

@@ -386,12 +386,12 @@ class Committer:
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
-            # Every agent's row first, in one order for every server: PostgreSQL takes
-            # an agent's lock as a session first names it, and two servers' batches
-            # naming x, y and y, x would deadlock. Each row is used as read here (one
-            # statement per agent, not two): a batch holds one commit per agent, its
-            # commits taking turns, and a second one would read its row afresh.
-            heads = {a: ix.agent(a) for a in sorted({q.commit.agent_id for q in batch})}
+            # Every agent's row first, in one call (``agent_rows``): PostgreSQL takes
+            # every agent's lock there, in one order for every server (two servers'
+            # batches naming x, y and y, x would deadlock otherwise). Each row is used
+            # as read here: a batch holds one commit per agent, its commits taking
+            # turns, and a second one would read its row afresh.
+            heads = ix.agent_rows(sorted({q.commit.agent_id for q in batch}))
             for item in order:
                 commit = item.commit
                 agent_id = commit.agent_id

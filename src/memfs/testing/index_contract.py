@@ -117,6 +117,31 @@ class IndexContract(LinksContract, LogHeadsContract):
         finally:
             opened.close()
 
+    def test_agent_rows_answer_each_agent_named_as_agent_does(self, path: Path) -> None:
+        """A group commit's first call: every agent's row (None for one that does not
+        exist), whatever order they are named in, and each row then follows the
+        session's own commits."""
+        opened = self.open_index(path)
+        try:
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.put_agent("bob", "Bob", "store-2", 6)
+            commit, contents = _commit(1, "/memories/a.md", b"# a\n", ts=1_000)
+            with opened.write_session() as s:
+                rows = s.agent_rows(["nobody", "bob", AGENT])
+                assert list(rows) == ["nobody", "bob", AGENT]
+                assert rows["nobody"] is None
+                assert rows["bob"] == s.agent("bob")
+                alice = rows[AGENT]
+                assert alice is not None and (alice.name, alice.revision) == ("Alice", 0)
+                assert s.apply_commit(commit, 1_000, contents, commit.to_bytes())
+                again = s.agent_rows([AGENT])[AGENT]
+                assert again is not None and (again.revision, again.last_ts) == (1, 1_000)
+            with opened.read_session() as r:
+                assert r.agent(AGENT) == again
+        finally:
+            opened.close()
+
     def test_memory_read_answers_agent_damage_row_and_content_in_one_lookup(
         self, path: Path
     ) -> None:

@@ -152,6 +152,10 @@ class WriteSession(ReadSession, Protocol):
     def apply_commit(
         self, commit: Commit, visible_at: int, contents: dict[str, bytes], entry: bytes
     ) -> bool: ...
+    # Several agents' rows at once (a group commit's agents, before their commits): an
+    # engine that locks per agent takes every lock first, in one order for every
+    # writer (no deadlock between two batches), and may answer in one round trip.
+    def agent_rows(self, agent_ids: Sequence[str]) -> dict[str, AgentRow | None]: ...
     def bulk_load(
         self,
         agent: str,

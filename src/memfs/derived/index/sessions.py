@@ -301,6 +301,10 @@ class SqliteWrite(SqliteRead):
             self.marked += len(commit.changes)
         return applied
 
+    def agent_rows(self, agent_ids: Sequence[str]) -> dict[str, AgentRow | None]:
+        # One lock for every agent, held already: each row as ``agent`` reads it.
+        return {a: self.agent(a) for a in agent_ids}
+
     def search(
         self,
         match: str,

@@ -66,6 +66,23 @@ _LOCK_FIRST_AGENT = (
     "SELECT pg_advisory_xact_lock_shared(%s::int8), pg_advisory_xact_lock(%s::int4, %s::int4)"
 )
 _LOCK_ALL = "SELECT pg_advisory_xact_lock(%s::int8)"
+# Several agents' locks in one statement (``agent_rows``), in the order of the array:
+# a function scan yields an array's elements in order and each row's lock is taken as
+# the row is made, so every server taking a batch's locks in ascending key order never
+# holds one another server's batch waits for while waiting for one that batch holds.
+_LOCK_AGENTS = "SELECT count(pg_advisory_xact_lock(%s::int4, k)) FROM unnest(%s::int4[]) k"
+_LOCK_FIRST_AGENTS = (
+    "SELECT pg_advisory_xact_lock_shared(%s::int8),"
+    " (SELECT count(pg_advisory_xact_lock(%s::int4, k)) FROM unnest(%s::int4[]) k)"
+)
+# Several agents' rows, their damage and the clock, in one statement: ``_AGENT_HEAD``
+# for each agent named (one row each, whatever exists).
+_AGENT_HEADS = (
+    "SELECT x.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
+    " d.file, d.reason, m.value FROM unnest(%s::text[]) x(agent_id)"
+    " LEFT JOIN agents a ON a.agent_id=x.agent_id LEFT JOIN damage d ON d.agent_id=x.agent_id"
+    " LEFT JOIN meta m ON m.key='clock'"
+)
 # The clock step, the one statement that moves the clock: to at least the highest value
 # asked (inspect's pin, reindex's old clock, a log's own stamps), never back; and for a
 # session that stamped rows with given stamps from ``least`` to ``most``, past them all,
@@ -356,6 +373,31 @@ class PgWrite(PgRead):
         if row is not None:
             self._rows[agent_id] = row
         return row
+
+    def agent_rows(self, agent_ids: Sequence[str]) -> dict[str, AgentRow | None]:
+        """The rows of ``agent_ids`` (a group commit's agents), each read under its
+        lock: the locks not yet held in one statement, in ascending lock key order (the
+        same on every server: two servers' batches of the same agents queue rather
+        than deadlock), then the rows in a second one sent with it: one round trip,
+        where ``agent`` takes one per agent. Rows already read in this session are
+        answered as kept."""
+        wanted = [a for a in dict.fromkeys(agent_ids) if a not in self._rows]
+        keys = sorted({agent_key(a) for a in wanted if not self.holds(a)})
+        if keys:
+            self._forget_head()
+            if self._agents:
+                self._later.execute(_LOCK_AGENTS, (AGENT_LOCKS, keys))
+            else:
+                self._later.execute(_LOCK_FIRST_AGENTS, (WRITE_LOCK, AGENT_LOCKS, keys))
+            self._agents.update(wanted)
+        if wanted:
+            clock = 0
+            for row in self._all(_AGENT_HEADS, (wanted,)):
+                clock = int(row[8]) if row[8] is not None else 0
+                if row[1] is not None:
+                    self._rows[str(row[0])] = AgentRow(*row[:6])
+            self._clock = clock
+        return {a: self._rows.get(a) for a in agent_ids}
 
     def clock(self) -> int:
         if self._head is None and self._clock is not None:
