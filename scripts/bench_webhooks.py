@@ -330,6 +330,35 @@ def drain(memfs: Server, timeout: float) -> tuple[float, int, int]:
     return time.monotonic() - t0, now["memoryCount"] - first["memoryCount"], now["pendingRunCount"]
 
 
+def thread_cpu(server: Server) -> tuple[float, float]:
+    """CPU seconds of the server's group so far: (its processes' main threads, where
+    uvicorn runs the event loop; every other thread: the delivery pool, the run
+    executor's threads, the index's checkpointer). Linux /proc, by thread."""
+    tick = os.sysconf("SC_CLK_TCK")
+    loop = other = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[-1].split()
+            if int(fields[2]) != server.proc.pid:  # pgrp: the session this script made
+                continue
+            tasks = list((entry / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                cpu = task.joinpath("stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            used = int(cpu[11]) + int(cpu[12])  # utime, stime
+            if task.name == entry.name:
+                loop += used
+            else:
+                other += used
+    return loop / tick, other / tick
+
+
 def measure(
     args: Args, generator: str, root: Path, workers: int, report: Report
 ) -> dict[str, Any]:
@@ -360,6 +389,7 @@ def measure(
         return load(server, requests, args.seconds)
 
     loads: dict[str, Load] = {}
+    threads: dict[str, tuple[float, float]] = {}  # ms of CPU per request: loop, others
     out: dict[str, Any] = {"workers": workers}
     bare = start_bare(workers, root)
     memfs: Server | None = None
@@ -378,12 +408,18 @@ def measure(
             loads["floor"] = measured(floor, main_pool, warm_pool)
             floor.stop()
             floor = None
-        loads["duplicate"] = measured(memfs, duplicate, duplicate)
+        if args.warmup > 0:
+            load(memfs, duplicate, args.warmup)
+        threads0 = thread_cpu(memfs)
+        loads["duplicate"] = load(memfs, duplicate, args.seconds)
+        threads["duplicate"] = _per_request(threads0, thread_cpu(memfs), loads["duplicate"])
         if args.warmup > 0:
             load(memfs, warm_pool, args.warmup)
             drain(memfs, args.drain)
         before = summary(memfs.port)
+        threads0 = thread_cpu(memfs)
         loads["unique"] = load(memfs, main_pool, args.seconds)
+        threads["unique"] = _per_request(threads0, thread_cpu(memfs), loads["unique"])
         after = summary(memfs.port)
         waited, executed, pending = drain(memfs, args.drain)
         out["runs"] = {
@@ -422,6 +458,15 @@ def measure(
             "server_cpu": result.server_cpu,
             "server_cpu_ms_per_request": result.cpu_ms,
         }
+        if name in threads:
+            on_loop, elsewhere = threads[name]
+            print(
+                f"  {'':<13} CPU per request by thread: {on_loop:.2f} ms on the event loops,"
+                f" {elsewhere:.2f} ms on other threads",
+                flush=True,
+            )
+            out[name]["loop_cpu_ms_per_request"] = on_loop
+            out[name]["other_threads_cpu_ms_per_request"] = elsewhere
     runs = out["runs"]
     drained = runs["executed_while_draining"]
     print(
@@ -470,6 +515,15 @@ def measure(
     out["unique / bare"] = unique_ratio
     out["duplicate / bare"] = duplicate_ratio
     return out
+
+
+def _per_request(
+    before: tuple[float, float], after: tuple[float, float], result: Load
+) -> tuple[float, float]:
+    """The CPU of the loops and of the other threads between two ``thread_cpu``
+    readings, in ms per request of ``result``."""
+    n = max(result.requests, 1)
+    return (after[0] - before[0]) * 1000 / n, (after[1] - before[1]) * 1000 / n
 
 
 def _split(raw: bytes) -> tuple[str, bytes, dict[str, str]]:

@@ -7,21 +7,35 @@ console) delivers with the same answers:
 1. ``target``: one 404 for an unknown agent and an unknown trigger (a sender without a
    key must not learn which agents exist), and the body limit (a memory action can't
    store more than ``memoryBytes``, so the body is refused with 413 before any 202).
-2. ``accept``: the Standard Webhooks signature, then the one exactly-once judgement (a
-   known webhook id answers its run, 200), then the size of the memory the body makes,
-   then the durable record and its indexed run (202), then the runner's wake.
+   ``seen`` is the target as this process last checked it, with no I/O at all: what
+   an event loop may ask before it reads the body (the limit to read it with).
+2. ``accept``: the target checked again (``current``: three stats when nothing
+   changed), the Standard Webhooks signature, then the one exactly-once judgement (a
+   known webhook id answers its run, 200), then the size of the memory the body
+   makes, then the durable record and its indexed run (202), then the runner's wake.
+   All of it in the one call, so an edge hands a delivery to a worker thread once.
+
+A target is kept per store with the identity (``canonical/identity.py``) of the two
+files that define it: the agent's record ``agent.json`` (erasure deletes it first; a
+new agent is a new file) and the trigger's newest record (immutable; any update,
+rotation or delete is a successor record, whose name is stat'ed). Exact at every
+delivery, across processes, never a time window: a change anywhere is a different
+identity or a successor, and the target is read afresh. A backend without files (S3,
+memory) has no identities: its target is read at each delivery (``target``).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from memfs.canonical import identity, layout
 from memfs.config import Settings
 from memfs.core.actions.memory import memory_content, memory_size_at_most
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Store
-from memfs.core.triggers import Trigger, Triggers
+from memfs.core.triggers import Trigger, Triggers, record_key
 from memfs.domain.webhook_verify import verify
 from memfs.errors import NotFound, PayloadTooLarge
 
@@ -34,6 +48,9 @@ class Target:
     trigger: Trigger
     body_limit: int
     memory_limited: bool  # the limit is memoryBytes (a memory action), not webhookBodyBytes
+    # The identities of the agent's record and of the trigger's record when they were
+    # read (None: a backend without files, or a file missing; never kept then).
+    proof: tuple[identity.Identity, identity.Identity] | None = None
 
     def explain(self, exc: PayloadTooLarge) -> PayloadTooLarge:
         """``exc`` (a body over ``body_limit``) saying which limit it hit."""
@@ -43,13 +60,41 @@ class Target:
         return exc
 
 
+# The targets a process checked last, per store: (agent id, trigger id) -> Target.
+# Bounded: emptied when full, refilled by the triggers still delivered to.
+SEEN_MAX = 4096
+_SEEN: weakref.WeakKeyDictionary[Store, dict[tuple[str, str], Target]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _seen(store: Store) -> dict[tuple[str, str], Target]:
+    seen = _SEEN.get(store)
+    if seen is None:
+        seen = _SEEN.setdefault(store, {})
+    return seen
+
+
+def seen(store: Store, agent_id: str, trigger_id: str) -> Target | None:
+    """The target as this process last found it, without any I/O (None: never found,
+    or not kept). Not a judgement: only the limit to read a body with; ``accept``
+    checks it again before anything is decided."""
+    return _seen(store).get((agent_id, trigger_id))
+
+
 def target(store: Store, settings: Settings, agent_id: str, trigger_id: str) -> Target:
+    """The target read afresh (the agent's row, the trigger's newest record), kept."""
+    backend = store.backend
+    # Taken before the reads: a file replaced in between (an erasure, a new agent)
+    # leaves a kept identity the next check does not match, never the other way round.
+    agent_ident = identity.of(backend, layout.agent_key(agent_id))
     try:
         store.get_agent(agent_id)
         # Checked against its newest record rather than read afresh (a sender's
         # retries and a busy trigger's deliveries read the same record each time).
-        trigger = Triggers(store.backend).get_seen(store.triggers_seen, agent_id, trigger_id)
+        trigger = Triggers(backend).get_seen(store.triggers_seen, agent_id, trigger_id)
     except NotFound:
+        _seen(store).pop((agent_id, trigger_id), None)
         raise NotFound(
             "no trigger answers at this URL; check the agent id and trigger id",
             field="triggerId",
@@ -57,7 +102,36 @@ def target(store: Store, settings: Settings, agent_id: str, trigger_id: str) -> 
     limit = settings.webhook_body_bytes
     if trigger.action.get("type") != "command":
         limit = min(limit, settings.memory_bytes)
-    return Target(agent_id, trigger, limit, limit < settings.webhook_body_bytes)
+    trigger_ident = identity.of(backend, record_key(agent_id, trigger_id, trigger.seq))
+    proof = None
+    if agent_ident is not None and trigger_ident is not None:
+        proof = (agent_ident, trigger_ident)
+    found = Target(agent_id, trigger, limit, limit < settings.webhook_body_bytes, proof)
+    kept = _seen(store)
+    if proof is None:
+        kept.pop((agent_id, trigger_id), None)
+    else:
+        if len(kept) >= SEEN_MAX:
+            kept.clear()
+        kept[(agent_id, trigger_id)] = found
+    return found
+
+
+def current(store: Store, settings: Settings, found: Target) -> Target:
+    """``found`` if it still stands (its two files the same, no successor record: three
+    stats), else the target read afresh (NotFound when it is gone)."""
+    proof = found.proof
+    if proof is not None:
+        backend = store.backend
+        agent_id, trigger = found.agent_id, found.trigger
+        if (
+            identity.of(backend, layout.agent_key(agent_id)) == proof[0]
+            and identity.of(backend, record_key(agent_id, trigger.trigger_id, trigger.seq))
+            == proof[1]
+            and not backend.exists(record_key(agent_id, trigger.trigger_id, trigger.seq + 1))
+        ):
+            return found
+    return target(store, settings, found.agent_id, found.trigger.trigger_id)
 
 
 def accept(
@@ -72,8 +146,17 @@ def accept(
     wake: Callable[[], None] | None = None,
 ) -> tuple[Run, bool]:
     """The run of this delivery: created now (True, the runner woken) or the run of its
-    webhook id delivered before (False). Raises Unauthorized for a bad signature and
-    PayloadTooLarge for a body whose memory would exceed memoryBytes."""
+    webhook id delivered before (False). ``target`` is checked again first (it may be
+    one this process kept: ``seen``), so a trigger deleted or an agent erased since is
+    NotFound here. Raises Unauthorized for a bad signature and PayloadTooLarge for a
+    body over the target's limit or whose memory would exceed memoryBytes."""
+    target = current(store, settings, target)
+    if len(body) > target.body_limit:
+        # Read with the limit of a kept target that has changed since (a command
+        # action made a memory one): the limit as it stands decides.
+        raise target.explain(
+            PayloadTooLarge(f"body is larger than {target.body_limit} bytes", field="body")
+        )
     trigger = target.trigger
     webhook_id = verify(
         trigger.live_secrets(int(now * 1_000_000)),

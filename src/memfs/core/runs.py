@@ -160,11 +160,18 @@ def _apply(
     seq: int,
     event: dict[str, Any],
     row: Run | None,
+    *,
+    visible_at: int | None = None,
 ) -> Run:
-    """Index event ``seq`` of a run whose indexed state (in this transaction) is ``row``."""
+    """Index event ``seq`` of a run whose indexed state (in this transaction) is ``row``.
+
+    ``visible_at``: the time a batch of new runs becomes visible, read from the clock
+    once for the whole transaction, which the caller raises the clock to once."""
     if row is not None and row.events >= seq:
         return row  # applied already
-    visible_at = max(now_us(), ix.clock() + 1)
+    own_clock = visible_at is None
+    if visible_at is None:
+        visible_at = max(now_us(), ix.clock() + 1)
     current: dict[str, Any] = (
         {k: getattr(row, k) for k in _NAMES}
         if row
@@ -184,7 +191,8 @@ def _apply(
         int(event.get("attempt", new.get("attempt", 0))),
         json.dumps(detail, ensure_ascii=False),
     )
-    ix.raise_clock(visible_at)
+    if own_clock:
+        ix.raise_clock(visible_at)
     return Run(*values)
 
 
@@ -201,6 +209,7 @@ class _Registration:
     run: Run | None = None
     error: BaseException | None = None
     done: bool = field(default=False)
+    new: bool = False  # the record was made by this process's flush just now
 
 
 class Runs:
@@ -404,7 +413,7 @@ class Runs:
         # Durable together with the records of concurrent deliveries (one fsync'd file
         # for the batch, one hard link per record: core/delivery_records.py), and
         # indexed by the same flush, right after (``_index_made``).
-        item = _Registration(agent_id, key, record)
+        item = _Registration(agent_id, key, record, new=True)
         created, indexed = put_record(self.store, key, record, then=_index_made, tag=item)
         if created:
             if not indexed:  # a backend without shared creates (S3): indexed here
@@ -426,9 +435,17 @@ class Runs:
         assert item.run is not None
         return item.run
 
-    def _register_in(self, ix: WriteSession, item: _Registration) -> Run:
+    def _register_in(self, ix: WriteSession, item: _Registration, visible_at: int) -> Run:
         run_id = item.record["runId"]
         row = get_row(ix, item.agent_id, run_id)
+        if row is None and item.new:
+            # A record this process just made, under a run id it just drew: no event
+            # file can exist yet (events are appended to indexed runs only, and event 1
+            # is published by collection, of finished runs), so none is looked for.
+            # Visible with the transaction's other new runs, at one clock reading
+            # (past the clock at its start: no reader is pinned there yet).
+            event = run_events.created(item.key, item.record)
+            return _apply(ix, item.agent_id, run_id, 1, event, None, visible_at=visible_at)
         if row is None:
             try:  # published by collect (or by memfs before records were event 1)
                 first = json.loads(self.backend.get(event_key(item.agent_id, run_id, 1)))
@@ -443,7 +460,9 @@ class Runs:
         try:
             try:
                 with self.store.index.write_session() as ix:
-                    runs = [self._register_in(ix, item) for item in batch]
+                    visible_at = max(now_us(), ix.clock() + 1)
+                    runs = [self._register_in(ix, item, visible_at) for item in batch]
+                    ix.raise_clock(visible_at)
                 for item, run in zip(batch, runs, strict=True):
                     item.run = run
                 return
@@ -455,7 +474,9 @@ class Runs:
             for item in batch:
                 try:
                     with self.store.index.write_session() as ix:
-                        item.run = self._register_in(ix, item)
+                        visible_at = max(now_us(), ix.clock() + 1)
+                        item.run = self._register_in(ix, item, visible_at)
+                        ix.raise_clock(visible_at)
                 except Exception as exc:
                     item.error = exc
         except BaseException as exc:

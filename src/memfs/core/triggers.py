@@ -78,6 +78,11 @@ def _record_key(prefix: str, seq: int) -> str:
     return f"{prefix}{seq:0{_SEQ_DIGITS}d}.json"
 
 
+def record_key(agent_id: str, trigger_id: str, seq: int) -> str:
+    """The key of record ``seq`` of a trigger (record seq + 1 is its successor)."""
+    return _record_key(_prefix(agent_id, trigger_id), seq)
+
+
 # The triggers a process read last, by (agent id, trigger id): the bytes of the record
 # each was read from, and the trigger (``Triggers.get_seen``; the Store holds one).
 Seen = dict[tuple[str, str], tuple[bytes, Trigger]]

@@ -94,12 +94,9 @@ async def rotate_secret(ctx: Ctx) -> Response:
 async def deliver(ctx: Ctx) -> Response:
     """A sender's delivery: 404 → 413 → 401 → exactly one run per webhook-id."""
     settings = ctx.services.settings
+    store = ctx.store
     agent_id = paths.agent_id(ctx.params["agentId"])
-    target = deliveries.target(ctx.store, settings, agent_id, ctx.params["triggerId"])
-    try:
-        body = await ctx.body(target.body_limit)
-    except PayloadTooLarge as exc:
-        raise target.explain(exc) from None
+    trigger_id = ctx.params["triggerId"]
     # One pass over the raw headers (names arrive lower-cased), the first of each name
     # kept as ``dict(request.headers)`` keeps it; Starlette's mapping rescans the whole
     # list for every name it copies.
@@ -113,14 +110,32 @@ async def deliver(ctx: Ctx) -> Response:
     # Every webhook-signature line counts (a proxy may split one header into several).
     if len(signatures) > 1:
         headers["webhook-signature"] = " ".join(signatures)
+    loop = asyncio.get_running_loop()
+    # The target as this process last found it, with no I/O on the loop: only the limit
+    # to read the body with; ``accept`` checks it again in the worker thread. Read
+    # afresh first (a 404 before any body) when none is kept or the declared body is
+    # over the kept limit (the trigger may have changed since).
+    target = deliveries.seen(store, agent_id, trigger_id)
+    declared = headers.get("content-length", "")
+    if target is None or (declared.isdigit() and int(declared) > target.body_limit):
+        target = await loop.run_in_executor(
+            _DELIVERIES, deliveries.target, store, settings, agent_id, trigger_id
+        )
+    try:
+        body = await ctx.body(target.body_limit)
+    except PayloadTooLarge as exc:
+        # Streamed past the limit: the target as it stands answers (404 if it is gone).
+        now = await loop.run_in_executor(_DELIVERIES, deliveries.current, store, settings, target)
+        raise now.explain(exc) from None
     runner = ctx.services.runner
-    # In a worker thread: the fsyncs of concurrent deliveries overlap (and their index
-    # rows share a transaction). Through the loop's executor on a pool of their own
-    # rather than anyio's ``run_in_threadpool``, whose hand-off cost about as much CPU
-    # as answering a retried id itself.
+    # One trip to a worker thread for the whole judgement (the target checked again,
+    # the signature, exactly once, the record and its run): the fsyncs of concurrent
+    # deliveries overlap there (and their index rows share a transaction). Through the
+    # loop's executor on a pool of its own rather than anyio's ``run_in_threadpool``,
+    # whose hand-off cost about as much CPU as answering a retried id itself.
     work = functools.partial(
         deliveries.accept,
-        ctx.store,
+        store,
         settings,
         target,
         body,
@@ -129,7 +144,7 @@ async def deliver(ctx: Ctx) -> Response:
         now=time.time(),
         wake=runner.delivered if runner is not None else None,
     )
-    run, created = await asyncio.get_running_loop().run_in_executor(_DELIVERIES, work)
+    run, created = await loop.run_in_executor(_DELIVERIES, work)
     return JSONResponse(run.to_json(), status_code=202 if created else 200)
 
 
