@@ -61,6 +61,7 @@ class Sample:
     vcs: float
     ivcs: float
     batch: float | None = None
+    planned: float | None = None  # commits per planning batch (absent from older code)
 
 
 def timed(threads: int, work: Callable[[int], None], writes: int) -> Sample:
@@ -97,6 +98,8 @@ def memfs_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample
     group = store.commits.group
     # Counters of this memfs's group commit (absent from older code: then no batch size).
     flushes, flushed = getattr(group, "flushes", None), getattr(group, "flushed", None)
+    planning = getattr(store.commits, "planning", None)
+    plans = (planning.flushes, planning.flushed) if planning is not None else None
 
     def work(t: int) -> None:
         for i in range(per_thread):
@@ -106,6 +109,8 @@ def memfs_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample
     if flushes is not None and flushed is not None:
         took = group.flushes - flushes
         sample.batch = (group.flushed - flushed) / max(1, took)
+    if planning is not None and plans is not None:
+        sample.planned = (planning.flushed - plans[1]) / max(1, planning.flushes - plans[0])
     return sample
 
 
@@ -168,6 +173,7 @@ def median(samples: list[Sample]) -> Sample:
         return statistics.median(values)
 
     batches = [s.batch for s in samples if s.batch is not None]
+    planned = [s.planned for s in samples if s.planned is not None]
     return Sample(
         rate=med([s.rate for s in samples]),
         user_ms=med([s.user_ms for s in samples]),
@@ -175,6 +181,7 @@ def median(samples: list[Sample]) -> Sample:
         vcs=med([s.vcs for s in samples]),
         ivcs=med([s.ivcs for s in samples]),
         batch=med(batches) if batches else None,
+        planned=med(planned) if planned else None,
     )
 
 
@@ -233,13 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  load average: {min(loads):.2f}-{max(loads):.2f} over the run")
         say("")
         say("| measured | writes/s | user ms/write | sys ms/write | voluntary cs/write "
-            "| involuntary cs/write | commits per index transaction |")
-        say("|---|---:|---:|---:|---:|---:|---:|")
+            "| involuntary cs/write | commits per index transaction | commits per planning batch |")
+        say("|---|---:|---:|---:|---:|---:|---:|---:|")
         meds = {label: median(samples) for label, samples in runs.items()}
         for label, m in meds.items():
             batch = f"{m.batch:.2f}" if m.batch is not None else "-"
+            planned = f"{m.planned:.2f}" if m.planned is not None else "-"
             say(f"| {label} | {m.rate:,.0f} | {m.user_ms:.2f} | {m.sys_ms:.2f} | {m.vcs:.1f} "
-                f"| {m.ivcs:.1f} | {batch} |")
+                f"| {m.ivcs:.1f} | {batch} | {planned} |")
         say("")
         one, many = meds[labels[0]], meds[labels[1]]
         say(f"memfs 16 writers / memfs 1 writer: {many.rate / one.rate:.2f}x")
