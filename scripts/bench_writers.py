@@ -109,9 +109,19 @@ def memfs_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample
     if flushes is not None and flushed is not None:
         took = group.flushes - flushes
         sample.batch = (group.flushed - flushed) / max(1, took)
-    if planning is not None and plans is not None:
-        sample.planned = (planning.flushed - plans[1]) / max(1, planning.flushes - plans[0])
+    if planning is not None and plans is not None and planning.flushes > plans[0]:
+        sample.planned = (planning.flushed - plans[1]) / (planning.flushes - plans[0])
     return sample
+
+
+def alone_round(store: Store, per_thread: int, r: int) -> Sample:
+    """16 writers whose callers each plan their own commit (``Committer.plan_in_batches``
+    off: the commit path before batched planning), in the same process and sitting."""
+    store.commits.plan_in_batches = False
+    try:
+        return memfs_round(store, THREADS, per_thread, f"p{r}")
+    finally:
+        store.commits.plan_in_batches = True
 
 
 def floor_round(root: Path, threads: int, per_thread: int, tag: str) -> Sample:
@@ -195,6 +205,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     parser.add_argument("--queues", action="store_true", help="the two queues alone")
     parser.add_argument(
+        "--compare-planning", action="store_true",
+        help="also 16 writers each planning its own commit (as before batched planning), "
+        "interleaved with the batched rounds in the same process",
+    )
+    parser.add_argument(
+        "--no-worktree", action="store_true",
+        help="no working tree: the commit path without its file creation (whose system "
+        "time moves with other processes' file churn on the same disk)",
+    )
+    parser.add_argument(
         "--commit-queue", choices=["leader", "waking"], default="leader",
         help="the commits' queue: GroupCommit (as shipped) or WakingGroupCommit",
     )
@@ -213,11 +233,15 @@ def main(argv: list[str] | None = None) -> int:
         ]:
             say(f"  {fact}: {value}")
         (root / "floor").mkdir()
-        store = Store(root / "memfs")
+        store = Store(root / "memfs", worktree=not args.no_worktree)
         if args.commit_queue == "waking":
             store.commits.group = group_commit.WakingGroupCommit()
         say(f"  commits queued on: {type(store.commits.group).__name__}")
+        say(f"  working tree: {'off' if args.no_worktree else 'on'}")
         labels = ["memfs, 1 writer", "memfs, 16 writers", "floor, 1 at once", "floor, 16 at once"]
+        alone = "memfs, 16 writers, each plans alone"
+        if args.compare_planning:
+            labels.append(alone)
         runs: dict[str, list[Sample]] = {label: [] for label in labels}
         try:
             memfs_round(store, 1, 20, "warm")
@@ -231,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                         lambda r=r: floor_round(root / "floor", THREADS, per_thread, f"c{r}"),
                     ),
                 ]
+                if args.compare_planning:
+                    steps.insert(2, (alone, lambda r=r: alone_round(store, per_thread, r)))
                 for label, step in steps if r % 2 == 0 else steps[::-1]:
                     runs[label].append(step())
                 loads.append(os.getloadavg()[0])
@@ -255,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"memfs 16 writers / floor 16 at once: {many.rate / meds[labels[3]].rate:.2f}x")
         say(f"floor 16 at once / floor 1 at once: "
             f"{meds[labels[3]].rate / meds[labels[2]].rate:.2f}x")
+        if args.compare_planning:
+            each = meds[alone]
+            say(f"16 writers, batched planning / each plans alone: {many.rate / each.rate:.2f}x "
+                f"the rate, {(many.user_ms + many.sys_ms) / (each.user_ms + each.sys_ms):.2f}x "
+                f"the CPU per write, {many.vcs / each.vcs:.2f}x the voluntary switches")
     return 0
 
 

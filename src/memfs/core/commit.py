@@ -4,8 +4,12 @@ held, then index it in a group commit the Store shares among concurrent callers.
 One commit, in order:
 
 1. **Plan** in a read session: the agent's head (revision N, last timestamp), the
-   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``.
-2. **Publish** contents over 16 KiB as blobs, stage the working-tree files, then create
+   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``;
+   the entry encoded. A batch at a time (``Committer.planning``): the caller queues,
+   and one thread plans every commit waiting in ONE read session, so that 16 writers'
+   planning is not 16 threads' (docs/benchmarks.md, "Batched planning").
+2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
+   the working-tree files, then create
    log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
    *no* index write lock is held, so concurrent commits of different agents overlap
    their fsyncs (or their S3 PUTs). Losing that race (another writer took N+1) catches
@@ -213,6 +217,9 @@ class Committer:
         # Concurrent commits of this process are planned by one thread in one read
         # session, then share one index transaction.
         self.planning: WakingGroupCommit[_Request] = WakingGroupCommit()
+        # False: each caller plans alone, in its own session (the path before batches;
+        # ``scripts/bench_writers.py --compare-planning`` measures one against the other).
+        self.plan_in_batches = True
         self.group: GroupCommit[_Queued] = GroupCommit()
         self._turns = _Turns()
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
@@ -293,7 +300,8 @@ class Committer:
         each caller then makes its own entry durable on its own thread (the fdatasyncs
         of a batch overlap, with the GIL released) and queues it to be indexed."""
         req = _Request(agent_id, ops, attempt, actor, message, agent_name, read_back)
-        self.planning.submit(req, self._plan_batch)
+        if self.plan_in_batches:
+            self.planning.submit(req, self._plan_batch)
         if req.error is not None:
             raise req.error
         if req.answer is not None:
@@ -397,12 +405,6 @@ class Committer:
         req.planned = _Queued(
             commit, commit.to_bytes(), plan, tree, row.store_id, req.read_back, written
         )
-        try:
-            tree.stage()
-        except BaseException:
-            self._land(req.ts)
-            req.planned = None
-            raise
 
     # ---- publishing, on the caller's own thread -----------------------------------------
 
@@ -411,6 +413,7 @@ class Committer:
         store, commit, plan, tree = self.store, item.commit, item.plan, item.tree
         agent_id = commit.agent_id
         try:
+            tree.stage()
             for change in plan.changes:
                 if change.after is not None and change.content is None:
                     key = layout.blob_key(agent_id, change.after)
