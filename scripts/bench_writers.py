@@ -20,13 +20,18 @@ commits' leader lock, and ``WakingGroupCommit``, the deliveries' and registratio
 16 threads each sleep 2 ms (a durable write, GIL released), spin 100 µs (planning)
 and submit; a flush spins 50 µs, sleeps 0.4 ms (SQLite's I/O) and spins 30 µs per
 item. ``--commit-queue waking`` runs the memfs rounds with the commits queued on
-``WakingGroupCommit`` instead of the leader lock.
+``WakingGroupCommit`` instead of the leader lock. ``--compare-planning`` adds, in each
+round and the same process, 16 writers each planning its own commit (the commit path
+before batched planning, ``Committer.plan_in_batches`` off): the one comparison here
+that the machine's mood does not swamp. ``--no-worktree`` runs the Store without its
+working tree (no file created per commit, whose system time moves with other
+processes' file churn on the same disk).
 
 For each: writes/s, user and system CPU per write and voluntary and involuntary context
 switches per write (``getrusage`` of the process over the timed part), and for memfs
-the mean commits per index transaction (the group commit's batches). The ratios end
-the run: 16 writers against 1 (does concurrency pay?), and each against the floor with
-as many writers. Nothing asserts: the machine is shared, so read the ratios and the
+the mean commits per index transaction (the group commit's batches) and per planning
+batch. The ratios end the run: 16 writers against 1 (does concurrency pay?), and each
+against the floor with as many writers. Nothing asserts: the machine is shared, so read the ratios and the
 per-write figures, not the rates.
 """
 

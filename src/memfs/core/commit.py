@@ -7,7 +7,8 @@ One commit, in order:
    planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``;
    the entry encoded. A batch at a time (``Committer.planning``): the caller queues,
    and one thread plans every commit waiting in ONE read session, so that 16 writers'
-   planning is not 16 threads' (docs/benchmarks.md, "Batched planning").
+   planning is not 16 threads' (docs/benchmarks.md, "Batched planning, fewer runnable
+   threads, the tree file's create").
 2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
    the working-tree files, then create
    log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
@@ -154,7 +155,7 @@ class _Queued:
 class _Request:
     """A commit attempt waiting to be planned (``Committer.planning``, a
     ``group_commit.Queued``): the planning thread sets ``answer`` (nothing to write),
-    ``error``, or ``planned`` (its entry encoded, its tree files staged)."""
+    ``error``, or ``planned`` (its entry encoded, to be made durable by its caller)."""
 
     agent_id: str
     ops: Sequence[Op]
@@ -296,9 +297,9 @@ class Committer:
         first, or when an answer that writes nothing was judged on a stale head.
 
         The attempt queues to be planned (``planning``): one thread plans every commit
-        waiting, in one read session, encodes their entries and stages their tree files;
-        each caller then makes its own entry durable on its own thread (the fdatasyncs
-        of a batch overlap, with the GIL released) and queues it to be indexed."""
+        waiting, in one read session, and encodes their entries; each caller then stages
+        its tree files and makes its entry durable on its own thread (the fdatasyncs of
+        a batch overlap, with the GIL released) and queues it to be indexed."""
         req = _Request(agent_id, ops, attempt, actor, message, agent_name, read_back)
         if self.plan_in_batches:
             self.planning.submit(req, self._plan_batch)
@@ -324,8 +325,8 @@ class Committer:
     def _plan_batch(self, batch: list[_Request]) -> None:
         """Plan ``batch`` (commits of different agents: an agent's commits take turns)
         in one read session on one thread; each request gets its answer, its error, or
-        its planned and staged entry. A failing session leaves requests unplanned: their
-        callers plan alone (``_plan_alone``)."""
+        its planned entry. A failing session leaves requests unplanned: their callers
+        plan alone (``_plan_alone``)."""
         try:
             for req in batch:
                 if req.attempt:
@@ -347,12 +348,18 @@ class Committer:
                 return
             for req in todo:
                 if req.plan is not None:
-                    self._stage(req)
+                    try:
+                        self._stage(req)
+                    except Exception as exc:
+                        req.error = exc
         finally:
             for req in batch:
                 req.done = True
 
     def _plan_alone(self, req: _Request) -> None:
+        """``_plan_batch`` of one request, on its caller's thread, errors raised."""
+        if req.attempt:
+            self.catch_up_agent(req.agent_id)
         with self.store.index.read_session() as ix:
             self._plan_one(ix, req)
         if req.plan is not None:
@@ -385,12 +392,10 @@ class Committer:
         req.ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
 
     def _stage(self, req: _Request) -> None:
-        """The planned commit's entry and read-back row, and its tree files staged (the
-        new files are made before the entry: nobody sees them until the flush renames
-        them into place; a lost race or a failure removes them)."""
+        """The planned commit: its entry encoded, its read-back row, its tree files to
+        stage (by the caller), and its timestamp in flight until the caller lands it."""
         row, plan = req.row, req.plan
         assert row is not None and plan is not None
-        self._fly(req.ts)
         commit = Commit(
             agent_id=req.agent_id,
             revision=row.revision + 1,
@@ -405,6 +410,7 @@ class Committer:
         req.planned = _Queued(
             commit, commit.to_bytes(), plan, tree, row.store_id, req.read_back, written
         )
+        self._fly(req.ts)
 
     # ---- publishing, on the caller's own thread -----------------------------------------
 
@@ -413,6 +419,8 @@ class Committer:
         store, commit, plan, tree = self.store, item.commit, item.plan, item.tree
         agent_id = commit.agent_id
         try:
+            # The new tree files are made before the entry (nobody sees them until the
+            # flush renames them into place; a lost race or a failure removes them).
             tree.stage()
             for change in plan.changes:
                 if change.after is not None and change.content is None:
