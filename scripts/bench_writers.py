@@ -20,13 +20,18 @@ commits' leader lock, and ``WakingGroupCommit``, the deliveries' and registratio
 16 threads each sleep 2 ms (a durable write, GIL released), spin 100 µs (planning)
 and submit; a flush spins 50 µs, sleeps 0.4 ms (SQLite's I/O) and spins 30 µs per
 item. ``--commit-queue waking`` runs the memfs rounds with the commits queued on
-``WakingGroupCommit`` instead of the leader lock.
+``WakingGroupCommit`` instead of the leader lock. ``--compare-planning`` adds, in each
+round and the same process, 16 writers each planning its own commit (the commit path
+before batched planning, ``Committer.plan_in_batches`` off): the one comparison here
+that the machine's mood does not swamp. ``--no-worktree`` runs the Store without its
+working tree (no file created per commit, whose system time moves with other
+processes' file churn on the same disk).
 
 For each: writes/s, user and system CPU per write and voluntary and involuntary context
 switches per write (``getrusage`` of the process over the timed part), and for memfs
-the mean commits per index transaction (the group commit's batches). The ratios end
-the run: 16 writers against 1 (does concurrency pay?), and each against the floor with
-as many writers. Nothing asserts: the machine is shared, so read the ratios and the
+the mean commits per index transaction (the group commit's batches) and per planning
+batch. The ratios end the run: 16 writers against 1 (does concurrency pay?), and each
+against the floor with as many writers. Nothing asserts: the machine is shared, so read the ratios and the
 per-write figures, not the rates.
 """
 
@@ -61,6 +66,7 @@ class Sample:
     vcs: float
     ivcs: float
     batch: float | None = None
+    planned: float | None = None  # commits per planning batch (absent from older code)
 
 
 def timed(threads: int, work: Callable[[int], None], writes: int) -> Sample:
@@ -97,6 +103,8 @@ def memfs_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample
     group = store.commits.group
     # Counters of this memfs's group commit (absent from older code: then no batch size).
     flushes, flushed = getattr(group, "flushes", None), getattr(group, "flushed", None)
+    planning = getattr(store.commits, "planning", None)
+    plans = (planning.flushes, planning.flushed) if planning is not None else None
 
     def work(t: int) -> None:
         for i in range(per_thread):
@@ -106,7 +114,19 @@ def memfs_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample
     if flushes is not None and flushed is not None:
         took = group.flushes - flushes
         sample.batch = (group.flushed - flushed) / max(1, took)
+    if planning is not None and plans is not None and planning.flushes > plans[0]:
+        sample.planned = (planning.flushed - plans[1]) / (planning.flushes - plans[0])
     return sample
+
+
+def alone_round(store: Store, per_thread: int, r: int) -> Sample:
+    """16 writers whose callers each plan their own commit (``Committer.plan_in_batches``
+    off: the commit path before batched planning), in the same process and sitting."""
+    store.commits.plan_in_batches = False
+    try:
+        return memfs_round(store, THREADS, per_thread, f"p{r}")
+    finally:
+        store.commits.plan_in_batches = True
 
 
 def floor_round(root: Path, threads: int, per_thread: int, tag: str) -> Sample:
@@ -168,6 +188,7 @@ def median(samples: list[Sample]) -> Sample:
         return statistics.median(values)
 
     batches = [s.batch for s in samples if s.batch is not None]
+    planned = [s.planned for s in samples if s.planned is not None]
     return Sample(
         rate=med([s.rate for s in samples]),
         user_ms=med([s.user_ms for s in samples]),
@@ -175,6 +196,7 @@ def median(samples: list[Sample]) -> Sample:
         vcs=med([s.vcs for s in samples]),
         ivcs=med([s.ivcs for s in samples]),
         batch=med(batches) if batches else None,
+        planned=med(planned) if planned else None,
     )
 
 
@@ -187,6 +209,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data", help="parent folder")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     parser.add_argument("--queues", action="store_true", help="the two queues alone")
+    parser.add_argument(
+        "--compare-planning", action="store_true",
+        help="also 16 writers each planning its own commit (as before batched planning), "
+        "interleaved with the batched rounds in the same process",
+    )
+    parser.add_argument(
+        "--no-worktree", action="store_true",
+        help="no working tree: the commit path without its file creation (whose system "
+        "time moves with other processes' file churn on the same disk)",
+    )
     parser.add_argument(
         "--commit-queue", choices=["leader", "waking"], default="leader",
         help="the commits' queue: GroupCommit (as shipped) or WakingGroupCommit",
@@ -206,11 +238,15 @@ def main(argv: list[str] | None = None) -> int:
         ]:
             say(f"  {fact}: {value}")
         (root / "floor").mkdir()
-        store = Store(root / "memfs")
+        store = Store(root / "memfs", worktree=not args.no_worktree)
         if args.commit_queue == "waking":
             store.commits.group = group_commit.WakingGroupCommit()
         say(f"  commits queued on: {type(store.commits.group).__name__}")
+        say(f"  working tree: {'off' if args.no_worktree else 'on'}")
         labels = ["memfs, 1 writer", "memfs, 16 writers", "floor, 1 at once", "floor, 16 at once"]
+        alone = "memfs, 16 writers, each plans alone"
+        if args.compare_planning:
+            labels.append(alone)
         runs: dict[str, list[Sample]] = {label: [] for label in labels}
         try:
             memfs_round(store, 1, 20, "warm")
@@ -224,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
                         lambda r=r: floor_round(root / "floor", THREADS, per_thread, f"c{r}"),
                     ),
                 ]
+                if args.compare_planning:
+                    steps.insert(2, (alone, lambda r=r: alone_round(store, per_thread, r)))
                 for label, step in steps if r % 2 == 0 else steps[::-1]:
                     runs[label].append(step())
                 loads.append(os.getloadavg()[0])
@@ -233,13 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  load average: {min(loads):.2f}-{max(loads):.2f} over the run")
         say("")
         say("| measured | writes/s | user ms/write | sys ms/write | voluntary cs/write "
-            "| involuntary cs/write | commits per index transaction |")
-        say("|---|---:|---:|---:|---:|---:|---:|")
+            "| involuntary cs/write | commits per index transaction | commits per planning batch |")
+        say("|---|---:|---:|---:|---:|---:|---:|---:|")
         meds = {label: median(samples) for label, samples in runs.items()}
         for label, m in meds.items():
             batch = f"{m.batch:.2f}" if m.batch is not None else "-"
+            planned = f"{m.planned:.2f}" if m.planned is not None else "-"
             say(f"| {label} | {m.rate:,.0f} | {m.user_ms:.2f} | {m.sys_ms:.2f} | {m.vcs:.1f} "
-                f"| {m.ivcs:.1f} | {batch} |")
+                f"| {m.ivcs:.1f} | {batch} | {planned} |")
         say("")
         one, many = meds[labels[0]], meds[labels[1]]
         say(f"memfs 16 writers / memfs 1 writer: {many.rate / one.rate:.2f}x")
@@ -247,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"memfs 16 writers / floor 16 at once: {many.rate / meds[labels[3]].rate:.2f}x")
         say(f"floor 16 at once / floor 1 at once: "
             f"{meds[labels[3]].rate / meds[labels[2]].rate:.2f}x")
+        if args.compare_planning:
+            each = meds[alone]
+            say(f"16 writers, batched planning / each plans alone: {many.rate / each.rate:.2f}x "
+                f"the rate, {(many.user_ms + many.sys_ms) / (each.user_ms + each.sys_ms):.2f}x "
+                f"the CPU per write, {many.vcs / each.vcs:.2f}x the voluntary switches")
     return 0
 
 

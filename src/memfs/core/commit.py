@@ -4,8 +4,13 @@ held, then index it in a group commit the Store shares among concurrent callers.
 One commit, in order:
 
 1. **Plan** in a read session: the agent's head (revision N, last timestamp), the
-   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``.
-2. **Publish** contents over 16 KiB as blobs, stage the working-tree files, then create
+   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``;
+   the entry encoded. A batch at a time (``Committer.planning``): the caller queues,
+   and one thread plans every commit waiting in ONE read session, so that 16 writers'
+   planning is not 16 threads' (docs/benchmarks.md, "Batched planning, fewer runnable
+   threads, the tree file's create").
+2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
+   the working-tree files, then create
    log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
    *no* index write lock is held, so concurrent commits of different agents overlap
    their fsyncs (or their S3 PUTs). Losing that race (another writer took N+1) catches
@@ -44,7 +49,7 @@ from typing import Protocol
 from memfs.canonical import layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas, fault_points
-from memfs.core.group_commit import GroupCommit
+from memfs.core.group_commit import GroupCommit, WakingGroupCommit
 from memfs.core.planner import Move, Op, Plan, written_row
 from memfs.core.planner import plan as plan_commit
 from memfs.core.tree_commit import TreeCommit
@@ -146,6 +151,28 @@ class _Queued:
     gone: bool = False  # the agent was erased (or erased and made again) meanwhile
 
 
+@dataclass(eq=False)
+class _Request:
+    """A commit attempt waiting to be planned (``Committer.planning``, a
+    ``group_commit.Queued``): the planning thread sets ``answer`` (nothing to write),
+    ``error``, or ``planned`` (its entry encoded, to be made durable by its caller)."""
+
+    agent_id: str
+    ops: Sequence[Op]
+    attempt: int
+    actor: str
+    message: str
+    agent_name: str | None
+    read_back: str | None
+    done: bool = False
+    answer: CommitResult | cas.Lost | None = None
+    error: Exception | None = None
+    row: AgentRow | None = None  # the agent's head it was planned on
+    plan: Plan | None = None
+    ts: int = 0
+    planned: _Queued | None = None
+
+
 @dataclass
 class _Turns:
     """Per-agent mutexes, made on demand and dropped when nobody holds or waits.
@@ -188,7 +215,12 @@ class Committer:
 
     def __init__(self, store: Host) -> None:
         self.store = store
-        # Concurrent commits of this process share one index transaction.
+        # Concurrent commits of this process are planned by one thread in one read
+        # session, then share one index transaction.
+        self.planning: WakingGroupCommit[_Request] = WakingGroupCommit()
+        # False: each caller plans alone, in its own session (the path before batches;
+        # ``scripts/bench_writers.py --compare-planning`` measures one against the other).
+        self.plan_in_batches = True
         self.group: GroupCommit[_Queued] = GroupCommit()
         self._turns = _Turns()
         # Timestamps of this process's commits planned but not yet indexed (``settle``).
@@ -262,67 +294,139 @@ class Committer:
     ) -> CommitResult | cas.Lost:
         """One attempt (attempt 0 plans on the index's head; a later one first catches
         the index up from the log): ``cas.LOST`` when another writer took entry N + 1
-        first, or when an answer that writes nothing was judged on a stale head."""
-        store = self.store
-        if attempt:
-            self.catch_up_agent(agent_id)
-        with store.index.read_session() as ix:
-            row = require_agent(ix, agent_id)
-            content = functools.partial(store._read_blob, ix, agent_id)
-            try:
-                plan = plan_commit(
-                    ops, _States(ix, agent_id, content), memory_bytes=store.memory_bytes
-                )
-            except MemfsError:
-                # Creating the entry is the probe for entries past the index's head;
-                # a refusal writes nothing, so it looks, and is judged again if stale.
-                if self._has_entry(agent_id, row.revision + 1):
-                    return cas.LOST
-                raise
-            if not plan.changes and agent_name is None:
-                if self._has_entry(agent_id, row.revision + 1):
-                    return cas.LOST
-                return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
-            ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
-        self._fly(ts)
-        try:
-            return self._publish(agent_id, row, plan, ts, actor, message, agent_name, read_back)
-        finally:
-            self._land(ts)
+        first, or when an answer that writes nothing was judged on a stale head.
 
-    def _publish(
-        self,
-        agent_id: str,
-        row: AgentRow,
-        plan: Plan,
-        ts: int,
-        actor: str,
-        message: str,
-        agent_name: str | None,
-        read_back: str | None,
-    ) -> CommitResult | cas.Lost:
-        """Make the planned commit's entry durable, then have it indexed (steps 2-4)."""
-        store = self.store
-        for change in plan.changes:
-            if change.after is not None and change.content is None:
-                key = layout.blob_key(agent_id, change.after)
-                store.backend.put_if_absent(key, plan.contents[change.after])
-        commit = Commit(
-            agent_id=agent_id,
-            revision=row.revision + 1,
-            ts=ts,
-            actor=actor,
-            message=message,
-            changes=tuple(plan.changes),
-            agent_name=agent_name,
-        )
-        entry = commit.to_bytes()
-        tree = TreeCommit(self.tree(agent_id), commit, plan.contents)
-        # The new tree files are made before the entry (nobody sees them until the
-        # flush renames them into place; a lost race or a failure removes them).
-        tree.stage()
+        The attempt queues to be planned (``planning``): one thread plans every commit
+        waiting, in one read session, and encodes their entries; each caller then stages
+        its tree files and makes its entry durable on its own thread (the fdatasyncs of
+        a batch overlap, with the GIL released) and queues it to be indexed."""
+        req = _Request(agent_id, ops, attempt, actor, message, agent_name, read_back)
+        if self.plan_in_batches:
+            self.planning.submit(req, self._plan_batch)
+        if req.error is not None:
+            raise req.error
+        if req.answer is not None:
+            return req.answer
+        if req.planned is None:
+            # The batch's session failed (or its planner was interrupted): plan alone, on
+            # this thread, so this caller gets the error of its own session, if any.
+            self._plan_alone(req)
+            if req.answer is not None:
+                return req.answer
+        planned = req.planned
+        assert planned is not None
         try:
-            won = self._publish_entry(layout.log_key(agent_id, commit.revision), entry)
+            return self._publish(planned)
+        finally:
+            self._land(planned.commit.ts)
+
+    # ---- planning, a batch at a time -------------------------------------------------
+
+    def _plan_batch(self, batch: list[_Request]) -> None:
+        """Plan ``batch`` (commits of different agents: an agent's commits take turns)
+        in one read session on one thread; each request gets its answer, its error, or
+        its planned entry. A failing session leaves requests unplanned: their callers
+        plan alone (``_plan_alone``)."""
+        try:
+            for req in batch:
+                if req.attempt:
+                    try:
+                        self.catch_up_agent(req.agent_id)
+                    except Exception as exc:
+                        req.error = exc
+            todo = [req for req in batch if req.error is None]
+            try:
+                with self.store.index.read_session() as ix:
+                    for req in todo:
+                        try:
+                            self._plan_one(ix, req)
+                        except Exception as exc:
+                            req.error = exc
+            except Exception:
+                for req in todo:
+                    req.error = req.answer = req.plan = None
+                return
+            for req in todo:
+                if req.plan is not None:
+                    try:
+                        self._stage(req)
+                    except Exception as exc:
+                        req.error = exc
+        finally:
+            for req in batch:
+                req.done = True
+
+    def _plan_alone(self, req: _Request) -> None:
+        """``_plan_batch`` of one request, on its caller's thread, errors raised."""
+        if req.attempt:
+            self.catch_up_agent(req.agent_id)
+        with self.store.index.read_session() as ix:
+            self._plan_one(ix, req)
+        if req.plan is not None:
+            self._stage(req)
+
+    def _plan_one(self, ix: ReadSession, req: _Request) -> None:
+        """Plan ``req`` on the index's head: its ``answer`` when it writes nothing (or
+        was judged on a stale head: ``cas.LOST``), else its ``plan``, ``row`` and ``ts``."""
+        store, agent_id = self.store, req.agent_id
+        row = require_agent(ix, agent_id)
+        content = functools.partial(store._read_blob, ix, agent_id)
+        try:
+            plan = plan_commit(
+                req.ops, _States(ix, agent_id, content), memory_bytes=store.memory_bytes
+            )
+        except MemfsError:
+            # Creating the entry is the probe for entries past the index's head;
+            # a refusal writes nothing, so it looks, and is judged again if stale.
+            if self._has_entry(agent_id, row.revision + 1):
+                req.answer = cas.LOST
+                return
+            raise
+        if not plan.changes and req.agent_name is None:
+            if self._has_entry(agent_id, row.revision + 1):
+                req.answer = cas.LOST
+            else:
+                req.answer = CommitResult(row.revision, None, _read(ix, agent_id, req.read_back))
+            return
+        req.row, req.plan = row, plan
+        req.ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+
+    def _stage(self, req: _Request) -> None:
+        """The planned commit: its entry encoded, its read-back row, its tree files to
+        stage (by the caller), and its timestamp in flight until the caller lands it."""
+        row, plan = req.row, req.plan
+        assert row is not None and plan is not None
+        commit = Commit(
+            agent_id=req.agent_id,
+            revision=row.revision + 1,
+            ts=req.ts,
+            actor=req.actor,
+            message=req.message,
+            changes=tuple(plan.changes),
+            agent_name=req.agent_name,
+        )
+        tree = TreeCommit(self.tree(req.agent_id), commit, plan.contents)
+        written = written_row(plan, commit, req.read_back)
+        req.planned = _Queued(
+            commit, commit.to_bytes(), plan, tree, row.store_id, req.read_back, written
+        )
+        self._fly(req.ts)
+
+    # ---- publishing, on the caller's own thread -----------------------------------------
+
+    def _publish(self, item: _Queued) -> CommitResult | cas.Lost:
+        """Make the planned commit's entry durable, then have it indexed (steps 2-4)."""
+        store, commit, plan, tree = self.store, item.commit, item.plan, item.tree
+        agent_id = commit.agent_id
+        try:
+            # The new tree files are made before the entry (nobody sees them until the
+            # flush renames them into place; a lost race or a failure removes them).
+            tree.stage()
+            for change in plan.changes:
+                if change.after is not None and change.content is None:
+                    key = layout.blob_key(agent_id, change.after)
+                    store.backend.put_if_absent(key, plan.contents[change.after])
+            won = self._publish_entry(layout.log_key(agent_id, commit.revision), item.entry)
         except BaseException:
             tree.discard()
             raise
@@ -331,8 +435,6 @@ class Committer:
             return cas.LOST
         # From here the commit stands, whatever happens to the index (the log is the truth).
         fault_points.reached(fault_points.AFTER_DURABLE)
-        written = written_row(plan, commit, read_back)
-        item = _Queued(commit, entry, plan, tree, row.store_id, read_back, written)
         self.group.submit(item, self._flush)
         if item.gone:
             raise NotFound(f"agent {agent_id!r} was erased meanwhile", field="agentId")
@@ -347,8 +449,8 @@ class Committer:
                 agent_id,
                 item.error,
             )
-            return CommitResult(commit.revision, commit, written)
-        return CommitResult(commit.revision, commit, written or item.row)
+            return CommitResult(commit.revision, commit, item.written)
+        return CommitResult(commit.revision, commit, item.written or item.row)
 
     def _publish_entry(self, key: str, entry: bytes) -> bool:
         """Create log entry N+1 with create-if-absent: the commit point. No index lock
