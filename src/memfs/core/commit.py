@@ -45,7 +45,7 @@ from memfs.canonical import layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas, fault_points
 from memfs.core.group_commit import GroupCommit
-from memfs.core.planner import Move, Op, Plan, written_row
+from memfs.core.planner import Move, Op, Plan, paths_read, written_row
 from memfs.core.planner import plan as plan_commit
 from memfs.core.tree_commit import TreeCommit
 from memfs.core.tree_commit import publish as publish_tree
@@ -100,13 +100,17 @@ def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
 def require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
     """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
     row = ix.agent(agent_id)
+    return _sound(agent_id, row, ix.damage(agent_id) if row is not None else None)
+
+
+def _sound(agent_id: str, row: AgentRow | None, damage: tuple[str, str] | None) -> AgentRow:
+    """``row`` if the agent exists and is sound (see ``require_agent``)."""
     if row is None:
         raise NotFound(
             f"agent {agent_id!r} does not exist; create it with "
             f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
             field="agentId",
         )
-    damage = ix.damage(agent_id)
     if damage is not None:
         exc = Damaged(agent_id, *damage)
         exc.known = True
@@ -266,12 +270,20 @@ class Committer:
         store = self.store
         if attempt:
             self.catch_up_agent(agent_id)
-        with store.index.read_session() as ix:
-            row = require_agent(ix, agent_id)
+        # The planning read: the agent's head and every path's state in one statement
+        # (one snapshot). Whatever planning reads after it (a renamed content, by its
+        # sha256) needs no snapshot of its own: a head gone stale meanwhile loses the
+        # race for entry N + 1, and is planned again.
+        with store.index.statement_session() as ix:
+            head = ix.plan_head(agent_id, paths_read(ops))
+            row = _sound(agent_id, head.agent, head.damage)
             content = functools.partial(store._read_blob, ix, agent_id)
             try:
                 plan = plan_commit(
-                    ops, _States(ix, agent_id, content), memory_bytes=store.memory_bytes
+                    ops,
+                    _States(ix, agent_id, content),
+                    memory_bytes=store.memory_bytes,
+                    read=head.states,
                 )
             except MemfsError:
                 # Creating the entry is the probe for entries past the index's head;
@@ -282,8 +294,11 @@ class Committer:
             if not plan.changes and agent_name is None:
                 if self._has_entry(agent_id, row.revision + 1):
                     return cas.LOST
+                # The planner read the row at the head's snapshot (a Put's path).
+                if read_back in plan.rows:
+                    return CommitResult(row.revision, None, plan.rows[read_back])
                 return CommitResult(row.revision, None, _read(ix, agent_id, read_back))
-            ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+            ts = max(now_us(), row.last_ts + 1, head.clock + 1)
         self._fly(ts)
         try:
             return self._publish(agent_id, row, plan, ts, actor, message, agent_name, read_back)
