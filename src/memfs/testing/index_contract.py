@@ -177,6 +177,40 @@ class IndexContract(LinksContract, LogHeadsContract):
         finally:
             opened.close()
 
+    def test_plan_head_answers_the_agent_and_its_paths_in_one_snapshot(
+        self, path: Path
+    ) -> None:
+        """A commit's planning read: the agent's row, its damage, the clock and each
+        path's state as ``agent``, ``damage``, ``clock`` and ``path_states`` answer them,
+        in a statement session too; an unknown agent has no row; more paths than one
+        statement binds are all answered."""
+        opened = self.open_index(path)
+        try:
+            first, contents = _commit(1, "/memories/notes/a.md", b"# a\n", ts=1_000)
+            with opened.write_session() as s:
+                s.put_agent(AGENT, "Alice", "store-1", 5)
+                s.apply_commit(first, 1_500, contents, first.to_bytes())
+            asked = ["/memories/notes/a.md", "/memories/notes", "/memories/x"]
+            many = asked + [f"/memories/m/{i}.md" for i in range(1_000)]
+            with opened.read_session() as s:
+                agent, states = s.agent(AGENT), s.path_states(AGENT, many)
+                clock = s.clock()
+            with opened.statement_session() as one:
+                head = one.plan_head(AGENT, asked)
+                assert (head.agent, head.damage, head.clock) == (agent, None, clock)
+                assert head.states == {p: states[p] for p in asked}
+                assert one.plan_head(AGENT, many).states == states
+                assert one.plan_head(AGENT, []).states == {}
+                assert one.plan_head("nobody", asked).agent is None
+            with opened.write_session() as s:
+                s.mark_damaged(AGENT, "log/0001", "bad")
+            with opened.statement_session() as one:
+                head = one.plan_head(AGENT, asked)
+            assert head.agent == agent and head.damage == ("log/0001", "bad")
+            assert clock == 1_500
+        finally:
+            opened.close()
+
     def test_a_pinned_walk_sees_only_what_was_visible_at_its_pin(self, path: Path) -> None:
         opened = self.open_index(path)
         try:
