@@ -3,8 +3,9 @@ held, then index it in a group commit the Store shares among concurrent callers.
 
 One commit, in order:
 
-1. **Plan** in a read session: the agent's head (revision N, last timestamp), the
-   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``.
+1. **Plan** on one read (``plan_head``: one SQLite statement, one snapshot): the
+   agent's head (revision N, last timestamp), the planner's path states, and the
+   timestamp ``ts = max(now, last_ts + 1, clock + 1)``.
 2. **Publish** contents over 16 KiB as blobs, stage the working-tree files, then create
    log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
    *no* index write lock is held, so concurrent commits of different agents overlap
