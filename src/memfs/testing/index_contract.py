@@ -177,13 +177,9 @@ class IndexContract(LinksContract, LogHeadsContract):
         finally:
             opened.close()
 
-    def test_plan_head_answers_the_agent_and_its_paths_in_one_snapshot(
-        self, path: Path
-    ) -> None:
-        """A commit's planning read: the agent's row, its damage, the clock and each
-        path's state as ``agent``, ``damage``, ``clock`` and ``path_states`` answer them,
-        in a statement session too; an unknown agent has no row; more paths than one
-        statement binds are all answered."""
+    def test_plan_head_answers_the_agent_and_its_paths_at_once(self, path: Path) -> None:
+        """A commit's planning read, in a statement session too: what ``agent``,
+        ``damage``, ``clock`` and ``path_states`` answer (past one statement's paths)."""
         opened = self.open_index(path)
         try:
             first, contents = _commit(1, "/memories/notes/a.md", b"# a\n", ts=1_000)
@@ -206,8 +202,7 @@ class IndexContract(LinksContract, LogHeadsContract):
                 s.mark_damaged(AGENT, "log/0001", "bad")
             with opened.statement_session() as one:
                 head = one.plan_head(AGENT, asked)
-            assert head.agent == agent and head.damage == ("log/0001", "bad")
-            assert clock == 1_500
+            assert (head.agent, head.damage, clock) == (agent, ("log/0001", "bad"), 1_500)
         finally:
             opened.close()
 
