@@ -29,6 +29,7 @@ from memfs.domain.search_query import parse_query
 from memfs.testing.index_fixtures import AGENT, _change, _commit
 from memfs.testing.index_links_contract import LinksContract
 from memfs.testing.index_log_contract import LogHeadsContract
+from memfs.testing.index_plan_contract import PlanHeadContract
 
 
 def _found(
@@ -44,7 +45,7 @@ def _found(
     return [f"{h.agent_id}:{h.path}" if target[0] == "scope" else h.path for h in hits]
 
 
-class IndexContract(LinksContract, LogHeadsContract):
+class IndexContract(LinksContract, LogHeadsContract, PlanHeadContract):
     """What every index promises; subclasses say how to open one."""
 
     def open_index(self, path: Path) -> Index:
@@ -174,35 +175,6 @@ class IndexContract(LinksContract, LogHeadsContract):
             old = states["/memories/old.md"]
             assert old.memory is None and old.last_version == 2 and not old.is_folder
             assert states["/memories/x"] == type(old)(None, 0, False)
-        finally:
-            opened.close()
-
-    def test_plan_head_answers_the_agent_and_its_paths_at_once(self, path: Path) -> None:
-        """A commit's planning read, in a statement session too: what ``agent``,
-        ``damage``, ``clock`` and ``path_states`` answer (past one statement's paths)."""
-        opened = self.open_index(path)
-        try:
-            first, contents = _commit(1, "/memories/notes/a.md", b"# a\n", ts=1_000)
-            with opened.write_session() as s:
-                s.put_agent(AGENT, "Alice", "store-1", 5)
-                s.apply_commit(first, 1_500, contents, first.to_bytes())
-            asked = ["/memories/notes/a.md", "/memories/notes", "/memories/x"]
-            many = asked + [f"/memories/m/{i}.md" for i in range(1_000)]
-            with opened.read_session() as s:
-                agent, states = s.agent(AGENT), s.path_states(AGENT, many)
-                clock = s.clock()
-            with opened.statement_session() as one:
-                head = one.plan_head(AGENT, asked)
-                assert (head.agent, head.damage, head.clock) == (agent, None, clock)
-                assert head.states == {p: states[p] for p in asked}
-                assert one.plan_head(AGENT, many).states == states
-                assert one.plan_head(AGENT, []).states == {}
-                assert one.plan_head("nobody", asked).agent is None
-            with opened.write_session() as s:
-                s.mark_damaged(AGENT, "log/0001", "bad")
-            with opened.statement_session() as one:
-                head = one.plan_head(AGENT, asked)
-            assert (head.agent, head.damage, clock) == (agent, ("log/0001", "bad"), 1_500)
         finally:
             opened.close()
 
