@@ -10,6 +10,7 @@ live memories."""
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import sqlite3
 from pathlib import Path
@@ -73,6 +74,32 @@ def test_python_change_columns_equal_sqlites(
     expected = conn.execute(f"SELECT {COMMIT_CHANGES_SQL}", (entry,) * 3).fetchone()
     assert commit_changes(commit) == tuple(expected)
 
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(changes(), min_size=1, max_size=LOG_HEAD + 5),
+    text,
+    text,
+    st.one_of(st.none(), text),
+    st.integers(1, 10**12),
+)
+def test_entry_text_is_what_json_dumps_writes(
+    made: list[Change], actor: str, message: str, agent_name: str | None, revision: int
+) -> None:
+    """A log entry written from its changes' own texts (the JSON made once per change)
+    is byte for byte json.dumps of its document, as entries were always written, and
+    the metadata text the index rows keep is json.dumps of the metadata."""
+    commit = Commit(
+        "team/rows", revision, 1_796_154_300_673_147, actor, message, tuple(made), agent_name
+    )
+    dumped = json.dumps(commit.to_json(), ensure_ascii=False, separators=(",", ":"))
+    assert commit.to_bytes() == dumped.encode() + b"\n"
+    for change in made:
+        assert change.metadata_text == json.dumps(
+            change.metadata, ensure_ascii=False, separators=(",", ":")
+        )
+    assert Commit.from_bytes(commit.to_bytes(), where="entry") == commit
 
 
 def test_agent_counts_follow_every_kind_of_commit(tmp_path: Path) -> None:

@@ -98,6 +98,34 @@ def test_a_create_makes_only_the_system_calls_durability_and_safety_need(
     ) == sorted([f"n{i}.md" for i in range(CREATES)] + [f"warm{i}.md" for i in range(3)])
 
 
+def test_an_update_reads_the_file_it_replaces_with_one_fstat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update probes the tree file it replaces (a hand edit is set aside): one
+    ``open``, one ``fstat`` (a regular file, and its size for the read), its read."""
+    store = Store(tmp_path, backend=LocalBackend(tmp_path))
+    try:
+        store.create_agent(AGENT)
+        for i in range(CREATES):
+            store.write(AGENT, f"/memories/docs/n{i}.md", note(i), actor="test")
+        counts: Counter[str] = Counter()
+        counting(monkeypatch, counts)
+        for i in range(CREATES):
+            store.write(AGENT, f"/memories/docs/n{i}.md", note(i + 100), actor="test")
+        monkeypatch.undo()
+    finally:
+        store.close()
+    per = {name: n / CREATES for name, n in counts.items()}
+    assert per.get("open") == 2, per  # the new temp file, the file it replaces
+    # The segment lock still linked, the tail's size, the replaced file's type and size.
+    assert per.get("fstat", 0) <= 3, per
+    assert per.get("stat", 0) <= 10, per
+    folder = layout.worktree_root(tmp_path, AGENT) / "docs"
+    assert [(folder / f"n{i}.md").read_bytes() for i in range(CREATES)] == [
+        note(i + 100) for i in range(CREATES)
+    ]
+
+
 def test_temp_names_stay_unique_past_a_dead_process_leftover(tmp_path: Path) -> None:
     # A process that died with our id (a reused pid) left the very name we'd take next.
     fd = os.open(tmp_path, os.O_RDONLY)

@@ -3,8 +3,9 @@ held, then index it in a group commit the Store shares among concurrent callers.
 
 One commit, in order:
 
-1. **Plan** in a read session: the agent's head (revision N, last timestamp), the
-   planner's path states, and the timestamp ``ts = max(now, last_ts + 1, clock + 1)``;
+1. **Plan** on one read (``plan_head``: one SQLite statement for the agent's head,
+   revision N and last timestamp, and the planner's path states), and the timestamp
+   ``ts = max(now, last_ts + 1, clock + 1)``;
    the entry encoded. A batch at a time (``Committer.planning``): the caller queues,
    and one thread plans every commit waiting in ONE read session, so that 16 writers'
    planning is not 16 threads' (docs/benchmarks.md, "Batched planning, fewer runnable
@@ -50,7 +51,7 @@ from memfs.canonical import layout
 from memfs.canonical.backend import Backend, MissingObject
 from memfs.core import cas, fault_points
 from memfs.core.group_commit import GroupCommit, WakingGroupCommit
-from memfs.core.planner import Move, Op, Plan, written_row
+from memfs.core.planner import Move, Op, Plan, paths_read, written_row
 from memfs.core.planner import plan as plan_commit
 from memfs.core.tree_commit import TreeCommit
 from memfs.core.tree_commit import publish as publish_tree
@@ -105,13 +106,17 @@ def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
 def require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
     """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
     row = ix.agent(agent_id)
+    return _sound(agent_id, row, ix.damage(agent_id) if row is not None else None)
+
+
+def _sound(agent_id: str, row: AgentRow | None, damage: tuple[str, str] | None) -> AgentRow:
+    """``row`` if the agent exists and is sound (see ``require_agent``)."""
     if row is None:
         raise NotFound(
             f"agent {agent_id!r} does not exist; create it with "
             f"'memfs agents create {agent_id}' or PUT /v1/agents/{{agentId}}",
             field="agentId",
         )
-    damage = ix.damage(agent_id)
     if damage is not None:
         exc = Damaged(agent_id, *damage)
         exc.known = True
@@ -335,8 +340,13 @@ class Committer:
                     except Exception as exc:
                         req.error = exc
             todo = [req for req in batch if req.error is None]
+            index = self.store.index
+            # One commit's planning read is one statement (``plan_head``): no read
+            # transaction around it. Several share one (a statement in a transaction
+            # costs SQLite less than one in autocommit).
+            session = index.statement_session() if len(todo) == 1 else index.read_session()
             try:
-                with self.store.index.read_session() as ix:
+                with session as ix:
                     for req in todo:
                         try:
                             self._plan_one(ix, req)
@@ -360,7 +370,7 @@ class Committer:
         """``_plan_batch`` of one request, on its caller's thread, errors raised."""
         if req.attempt:
             self.catch_up_agent(req.agent_id)
-        with self.store.index.read_session() as ix:
+        with self.store.index.statement_session() as ix:
             self._plan_one(ix, req)
         if req.plan is not None:
             self._stage(req)
@@ -369,11 +379,19 @@ class Committer:
         """Plan ``req`` on the index's head: its ``answer`` when it writes nothing (or
         was judged on a stale head: ``cas.LOST``), else its ``plan``, ``row`` and ``ts``."""
         store, agent_id = self.store, req.agent_id
-        row = require_agent(ix, agent_id)
+        # The planning read: the agent's head and every path's state in one statement
+        # (one snapshot). Whatever planning reads after it (a renamed content, by its
+        # sha256) needs no snapshot of its own: a head gone stale meanwhile loses the
+        # race for entry N + 1, and is planned again.
+        head = ix.plan_head(agent_id, paths_read(req.ops))
+        row = _sound(agent_id, head.agent, head.damage)
         content = functools.partial(store._read_blob, ix, agent_id)
         try:
             plan = plan_commit(
-                req.ops, _States(ix, agent_id, content), memory_bytes=store.memory_bytes
+                req.ops,
+                _States(ix, agent_id, content),
+                memory_bytes=store.memory_bytes,
+                read=head.states,
             )
         except MemfsError:
             # Creating the entry is the probe for entries past the index's head;
@@ -385,11 +403,13 @@ class Committer:
         if not plan.changes and req.agent_name is None:
             if self._has_entry(agent_id, row.revision + 1):
                 req.answer = cas.LOST
+            elif req.read_back in plan.rows:  # read at the head's snapshot (a Put's path)
+                req.answer = CommitResult(row.revision, None, plan.rows[req.read_back])
             else:
                 req.answer = CommitResult(row.revision, None, _read(ix, agent_id, req.read_back))
             return
         req.row, req.plan = row, plan
-        req.ts = max(now_us(), row.last_ts + 1, ix.clock() + 1)
+        req.ts = max(now_us(), row.last_ts + 1, head.clock + 1)
 
     def _stage(self, req: _Request) -> None:
         """The planned commit: its entry encoded, its read-back row, its tree files to

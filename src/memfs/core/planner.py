@@ -74,10 +74,17 @@ class Plan:
     rows: dict[str, MemoryRow | None] = field(default_factory=dict)
 
 
-def plan(ops: Sequence[Op], states: States, *, memory_bytes: int) -> Plan:
+def plan(
+    ops: Sequence[Op],
+    states: States,
+    *,
+    memory_bytes: int,
+    read: Mapping[str, PathState] | None = None,
+) -> Plan:
     """The changes ``ops`` make to the state ``states`` reads, in order (an error of
-    the memfs tree for the first op that can't apply)."""
-    return _Planner(states, memory_bytes).run(ops)
+    the memfs tree for the first op that can't apply). ``read``: the states of
+    ``paths_read(ops)``, read already (with the agent's head, in one statement)."""
+    return _Planner(states, memory_bytes).run(ops, read)
 
 
 def paths_read(ops: Sequence[Op]) -> list[str]:
@@ -121,8 +128,10 @@ class _Planner:
         self.plan = Plan()
         self.read: dict[str, PathState] = {}
 
-    def run(self, ops: Sequence[Op]) -> Plan:
-        self.read = dict(self.states.path_states(paths_read(ops)))
+    def run(self, ops: Sequence[Op], read: Mapping[str, PathState] | None) -> Plan:
+        if read is None:
+            read = self.states.path_states(paths_read(ops))
+        self.read = dict(read)
         for op in ops:
             if isinstance(op, Put):
                 self._plan_put(op)

@@ -99,8 +99,8 @@ class WorkTree:
             if _kind(folder, name) == stat.S_IFLNK:
                 raise durable.refuse_symlink("/".join([*self._prefix[:2], name]))
 
-    def _open(self, path: str) -> int | str | None:
-        """An fd of the regular file at ``path``, _LINK for a symlink, None otherwise."""
+    def _open(self, path: str) -> _Opened | str | None:
+        """The regular file at ``path`` opened, _LINK for a symlink, None otherwise."""
         parts = self._parts(path)
         with self._lock:
             try:
@@ -111,10 +111,10 @@ class WorkTree:
 
     def read(self, path: str) -> bytes | None:
         """The bytes of the regular file at ``path``, never read through a symlink."""
-        fd = self._open(path)
-        if not isinstance(fd, int):
+        opened = self._open(path)
+        if not isinstance(opened, tuple):
             return None
-        return _read_all(fd)
+        return _read_all(opened)
 
     def sha256(self, path: str) -> str | None:
         """sha256 of the file now at ``path``; None if there is no regular file (a
@@ -267,33 +267,38 @@ def _kind(folder: int, name: str) -> int | None:
         return None
 
 
-def _open_file(folder: int, name: str, *, folders: bool = False) -> int | str | None:
-    """An fd of the regular file ``name`` in ``folder``, _LINK for a symlink, else None
+# A regular file opened by ``_open_file``: its fd and its size when opened (the
+# ``fstat`` that told it a regular file: reading it needs no second one).
+_Opened = tuple[int, int]
+
+
+def _open_file(folder: int, name: str, *, folders: bool = False) -> _Opened | str | None:
+    """The regular file ``name`` in ``folder`` opened, _LINK for a symlink, else None
     (with ``folders``, _FOLDER for a folder)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder)
     except OSError as exc:
         return _LINK if exc.errno == errno.ELOOP else None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        return _FOLDER if folders and stat.S_ISDIR(mode) else None
-    return fd
+        return _FOLDER if folders and stat.S_ISDIR(st.st_mode) else None
+    return fd, st.st_size
 
 
-def _sha256(fd: int | str | None) -> str | None:
-    """sha256 of the file open at ``fd`` (closed), or ``fd`` itself if it is no fd."""
-    if not isinstance(fd, int):
-        return fd
-    return hashlib.sha256(_read_all(fd)).hexdigest()
+def _sha256(opened: _Opened | str | None) -> str | None:
+    """sha256 of the file ``opened`` (closed), or ``opened`` itself if it is no file."""
+    if not isinstance(opened, tuple):
+        return opened
+    return hashlib.sha256(_read_all(opened)).hexdigest()
 
 
-def _read_all(fd: int) -> bytes:
-    """The bytes of the regular file open at ``fd``, which is closed. Plain reads: a
+def _read_all(opened: _Opened) -> bytes:
+    """The bytes of the regular file ``opened``, which is closed. Plain reads: a
     buffered file object costs two more ``fstat``s, an ``ioctl`` and two ``lseek``s
     (each update probes the file it replaces)."""
+    fd, size = opened
     try:
-        size = os.fstat(fd).st_size
         chunks = [os.read(fd, size + 1)]
         while len(chunks[-1]) > size:  # it grew meanwhile: read on to its end
             chunk = os.read(fd, 1 << 16)

@@ -9,7 +9,9 @@ contents are stored first as content-addressed blob objects.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
+import json.encoder
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +47,51 @@ class Change:
     description: str | None = None
     metadata: dict[str, Scalar] = field(default_factory=dict)
 
+    # The change's JSON text, made once and reused ("no JSON built twice"): the log
+    # entry joins it around the inline content, the index's commits row without it,
+    # and the versions and memories rows take the metadata's text. Byte for byte what
+    # ``json.dumps(to_json(), ensure_ascii=False, separators=(",", ":"))`` writes
+    # (property-tested). Cached on the frozen instance (cached_property writes its
+    # __dict__, not through __setattr__).
+    @functools.cached_property
+    def metadata_text(self) -> str:
+        """The metadata as JSON (``{}`` when there is none)."""
+        return _encode(self.metadata) if self.metadata else "{}"
+
+    @functools.cached_property
+    def _json_parts(self) -> tuple[str, str]:
+        """The JSON text before where ``content`` goes, and after it."""
+        s = _string
+        head = (
+            f'{{"path":{s(self.path)},"operation":{s(self.operation)},'
+            f'"version":{int.__repr__(self.version)},'
+            f'"before":{_nullable(self.before)},"after":{_nullable(self.after)},'
+            f'"bytes":{int.__repr__(self.size)}'
+        )
+        tail = ""
+        if self.renamed_from is not None:
+            tail += f',"renamedFrom":{s(self.renamed_from)}'
+        if self.renamed_to is not None:
+            tail += f',"renamedTo":{s(self.renamed_to)}'
+        if self.description is not None:
+            tail += f',"description":{s(self.description)}'
+        if self.metadata:
+            tail += f',"metadata":{self.metadata_text}'
+        return head, tail + "}"
+
+    @property
+    def json_text(self) -> str:
+        """The change's JSON without its inline content (the index's commits row)."""
+        head, tail = self._json_parts
+        return head + tail
+
+    def entry_text(self) -> str:
+        """The change's JSON as its log entry holds it (inline content included)."""
+        head, tail = self._json_parts
+        if self.content is None:
+            return head + tail
+        return f'{head},"content":{_string(self.content)}{tail}'
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "path": self.path,
@@ -77,7 +124,8 @@ class Commit:
     changes: tuple[Change, ...] = ()
     agent_name: str | None = None  # set when the commit renames the agent
 
-    def to_bytes(self) -> bytes:
+    def to_json(self) -> dict[str, Any]:
+        """The entry's JSON document (``to_bytes`` writes its text)."""
         doc: dict[str, Any] = {
             "format": FORMAT,
             "agentId": self.agent_id,
@@ -89,7 +137,22 @@ class Commit:
         }
         if self.agent_name is not None:
             doc["agentName"] = self.agent_name
-        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        return doc
+
+    def to_bytes(self) -> bytes:
+        """The log entry: ``to_json()`` as compact UTF-8 JSON and a newline, written
+        from the changes' own texts (``Change.entry_text``), byte for byte what
+        ``json.dumps`` makes of the document (property-tested)."""
+        s = _string
+        name = f',"agentName":{s(self.agent_name)}' if self.agent_name is not None else ""
+        text = (
+            f'{{"format":{FORMAT},"agentId":{s(self.agent_id)},'
+            f'"revision":{int.__repr__(self.revision)},"ts":"{format_ts(self.ts)}",'
+            f'"actor":{s(self.actor)},"message":{s(self.message)},"changes":['
+            + ",".join([c.entry_text() for c in self.changes])
+            + f"]{name}}}\n"
+        )
+        return text.encode()
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Commit:
@@ -147,6 +210,16 @@ def read_entry(data: bytes | str, *, where: str) -> dict[str, Any]:
             f"log entry {where} is unreadable: unknown format {doc.get('format')!r}"
         )
     return doc
+
+
+# json.dumps(ensure_ascii=False)'s own pieces: the C string encoder, and the encoder
+# of a metadata mapping (scalars only).
+_string = json.encoder.encode_basestring
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _nullable(value: str | None) -> str:
+    return "null" if value is None else _string(value)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

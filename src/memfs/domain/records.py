@@ -86,6 +86,18 @@ class PathState:
 
 
 @dataclass(frozen=True)
+class PlanHead:
+    """A commit's planning read, from one snapshot: the agent's row (None: it does
+    not exist), its damage as (file, reason), the visibility clock, and the state of
+    each path asked for (``PathState``)."""
+
+    agent: AgentRow | None
+    damage: tuple[str, str] | None
+    clock: int
+    states: dict[str, PathState]
+
+
+@dataclass(frozen=True)
 class SearchHit:
     """One memory:query result: a live memory, its rank and its best passage."""
 

@@ -29,6 +29,7 @@ from memfs.domain.search_query import parse_query
 from memfs.testing.index_fixtures import AGENT, _change, _commit
 from memfs.testing.index_links_contract import LinksContract
 from memfs.testing.index_log_contract import LogHeadsContract
+from memfs.testing.index_plan_contract import PlanHeadContract
 
 
 def _found(
@@ -44,7 +45,7 @@ def _found(
     return [f"{h.agent_id}:{h.path}" if target[0] == "scope" else h.path for h in hits]
 
 
-class IndexContract(LinksContract, LogHeadsContract):
+class IndexContract(LinksContract, LogHeadsContract, PlanHeadContract):
     """What every index promises; subclasses say how to open one."""
 
     def open_index(self, path: Path) -> Index:

@@ -24,6 +24,7 @@ from memfs.derived.index.rows import (
     _memory_read,
     _version,
 )
+from memfs.domain.records import PlanHead
 
 
 def damaged_agents(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
@@ -490,6 +491,55 @@ def path_states(
             live = _memory(row[3:]) if row[3] is not None else None
             states[str(row[0])] = PathState(live, int(row[1] or 0), bool(row[2]))
     return states
+
+
+# A commit's planning read in one statement (``plan_head``): the agent's head
+# (``_AGENT_HEAD``'s columns), then one row per path, as ``path_states`` reads them. It
+# was BEGIN, the head, the states and COMMIT: in autocommit, one statement is one
+# snapshot. With no path, the one row has a NULL path.
+_PLAN_HEAD = (
+    "WITH p(path) AS (VALUES {values})"
+    " SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
+    " d.file, d.reason, MAX(COALESCE(c.value, 0),"
+    " COALESCE((SELECT MAX(visible_at) FROM commits), 0)), p.path,"
+    " (SELECT MAX(version) FROM versions v WHERE v.agent_id=?1 AND v.path=p.path),"
+    " EXISTS (SELECT 1 FROM memories f WHERE f.agent_id=?1 AND f.path>p.path || '/'"
+    f" AND f.path<p.path || '{_AFTER_SLASH}'),"
+    f" {_STATES_COLUMNS}"
+    " FROM (SELECT 1) one LEFT JOIN agents a ON a.agent_id=?1"
+    " LEFT JOIN damage d ON d.agent_id=?1 LEFT JOIN meta c ON c.key='clock'"
+    " LEFT JOIN p ON 1 LEFT JOIN memories m ON m.agent_id=?1 AND m.path=p.path"
+)
+_PLAN_HEADS: dict[int, str] = {}  # the statement's text by path count
+
+
+def plan_head(conn: sqlite3.Connection, agent_id: str, paths: Sequence[str]) -> PlanHead:
+    """``agent_head`` and ``path_states`` from one snapshot: one statement for up to
+    ``_STATES_BATCH`` paths; more take a transaction of their own (unless the caller
+    is in one already), the first batch with the head."""
+    wanted = list(dict.fromkeys(paths))
+    first, rest = wanted[:_STATES_BATCH], wanted[_STATES_BATCH:]
+    sql = _PLAN_HEADS.get(len(first))
+    if sql is None:
+        values = ", ".join(f"(?{i + 2})" for i in range(len(first))) or "(NULL)"
+        sql = _PLAN_HEADS[len(first)] = _PLAN_HEAD.format(values=values)
+    own = bool(rest) and not conn.in_transaction
+    if own:
+        conn.execute("BEGIN")
+    try:
+        rows = conn.execute(sql, (agent_id, *first)).fetchall()
+        states = path_states(conn, agent_id, rest) if rest else {}
+    finally:
+        if own:
+            conn.execute("COMMIT")
+    head = rows[0]
+    damage = (str(head[6]), str(head[7])) if head[6] is not None else None
+    found = AgentRow(*head[:6]) if head[0] is not None else None
+    for row in rows:
+        if row[9] is not None:
+            live = _memory(row[12:]) if row[12] is not None else None
+            states[row[9]] = PathState(live, row[10] or 0, bool(row[11]))
+    return PlanHead(found, damage, int(head[8]) if head[8] is not None else 0, states)
 
 
 class PathStates:

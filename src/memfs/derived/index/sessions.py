@@ -18,6 +18,7 @@ from memfs.domain.records import (
     ListingJson,
     MemoryRow,
     PathState,
+    PlanHead,
     SearchHit,
     VersionRow,
 )
@@ -178,6 +179,12 @@ class SqliteRead:
 
     def path_states(self, agent_id: str, paths: Sequence[str]) -> dict[str, PathState]:
         return reads.path_states(self.conn, agent_id, paths)
+
+    def plan_head(self, agent_id: str, paths: Sequence[str]) -> PlanHead:
+        head = reads.plan_head(self.conn, agent_id, paths)
+        if self._heads:
+            self._head = (agent_id, head.damage, head.clock, self.conn.total_changes)
+        return head
 
     def runs_by_status(self) -> dict[str, int]:
         return reads.runs_by_status(self.conn)

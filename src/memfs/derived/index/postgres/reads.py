@@ -36,7 +36,7 @@ from memfs.derived.index.rows import (
 )
 from memfs.derived.index.runs import RUN_COLUMNS, RunRow
 from memfs.derived.index.search import passage
-from memfs.domain.records import SearchHit
+from memfs.domain.records import PlanHead, SearchHit
 from memfs.domain.search_query import parse_match
 
 Conn = Connection[tuple[Any, ...]]
@@ -337,6 +337,13 @@ class PgRead:
             (agent_id, path, after, limit),
         )
         return [_version(r) for r in rows]
+
+    def plan_head(self, agent_id: str, paths: Sequence[str]) -> PlanHead:
+        """``agent`` and ``path_states`` in this session's one snapshot (the statement
+        session is a read session here)."""
+        row = self.agent(agent_id)
+        assert self._head is not None
+        return PlanHead(row, self._head[1], self._head[2], self.path_states(agent_id, paths))
 
     def path_states(self, agent_id: str, paths: Sequence[str]) -> dict[str, PathState]:
         """Each of ``paths``' state in one query (an array parameter: no batching)."""
