@@ -344,8 +344,8 @@ class Committer:
             # One commit's planning read is one statement (``plan_head``): no read
             # transaction around it. Several share one (a statement in a transaction
             # costs SQLite less than one in autocommit).
-            session = index.statement_session() if len(todo) == 1 else index.read_session()
             try:
+                session = index.statement_session() if len(todo) == 1 else index.read_session()
                 with session as ix:
                     for req in todo:
                         try:
