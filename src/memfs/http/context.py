@@ -55,23 +55,25 @@ class Writers:
     async def run(self, fn: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        if not self._threads:
-            self._start()
-        if self._closed:
-            raise RuntimeError("the writer threads are shut down")
-        self._jobs.put((fn, loop, future))
+        # Under the lock: a job queued behind shutdown's sentinels would never run.
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the writer threads are shut down")
+            if not self._threads:
+                self._start()
+            self._jobs.put((fn, loop, future))
         return await future
 
     def _start(self) -> None:
-        with self._lock:
-            while len(self._threads) < self.size and not self._closed:
-                # Daemon threads: an app never shut down (a test's) must not hold the
-                # interpreter's exit; a server's lifespan shutdown joins them first.
-                thread = threading.Thread(
-                    target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True
-                )
-                thread.start()
-                self._threads.append(thread)
+        """Start the threads (under ``_lock``)."""
+        while len(self._threads) < self.size:
+            # Daemon threads: an app never shut down (a test's) must not hold the
+            # interpreter's exit; a server's lifespan shutdown joins them first.
+            thread = threading.Thread(
+                target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
 
     def _work(self) -> None:
         while True:
@@ -178,6 +180,8 @@ class Ctx:
 
     def allow_query(self, *names: str, prefixes: tuple[str, ...] = ()) -> None:
         """Refuse unknown or repeated query parameters (typos must not pass silently)."""
+        if not self.request.scope.get("query_string"):
+            return  # none sent (every write): nothing to parse
         seen: set[str] = set()
         for key, _value in self.request.query_params.multi_items():
             if key not in names and not key.startswith(prefixes):
