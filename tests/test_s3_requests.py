@@ -5,7 +5,7 @@ retries and any request the client makes on its own are counted too).
 A commit's one S3 request is the create-if-absent of its log entry (a PUT with
 ``If-None-Match: *``): no HEAD before it, no GET after it, no LIST. A content over the
 inline limit adds the PUT of its blob. Anything more is object-storage load per
-write that the guarantees don't need (docs/scale-out.md, "What a commit costs").
+write that the guarantees don't need (docs/scale-out.md, "Cost per request and scaling").
 """
 
 from __future__ import annotations
