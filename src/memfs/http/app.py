@@ -17,6 +17,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -29,7 +30,7 @@ from memfs import config
 from memfs.console.app import PREFIX as CONSOLE_PREFIX
 from memfs.console.app import Console
 from memfs.core import faults, healing, maintenance, metrics, objects, sandbox
-from memfs.core.auth import authenticate
+from memfs.core.auth import Principal, authenticate, reads_storage
 from memfs.core.keys import AdminKey, KeyRing
 from memfs.core.runner import Runner
 from memfs.core.store import Store
@@ -337,11 +338,17 @@ class MemfsApp:
                 )
         ctx = Ctx(request, params, self.services, request_id, _headers=headers)
         if route.protocol:
-            ctx.principal = authenticate(
-                headers, self.services.keys, self.services.admin_key.current()
-            )
+            ctx.principal = await self._principal(headers)
         response: Response = await route.handler(ctx)
         return response
+
+    async def _principal(self, headers: Mapping[str, str]) -> Principal:
+        keys, admin = self.services.keys, self.services.admin_key.current()
+        if reads_storage(headers, keys, admin):
+            # A key record to read from S3 (a key not seen for CLUSTER_KEY_SECONDS): in
+            # a thread, so the other requests don't wait on S3 (or its retries) with it.
+            return await asyncio.to_thread(authenticate, headers, keys, admin)
+        return authenticate(headers, keys, admin)
 
     async def _mcp_answer(self, request: Request, raw_path: str) -> Response:
         """MCP clients send no Memfs-Protocol; the key and its scopes are /v1's."""
@@ -354,9 +361,7 @@ class MemfsApp:
                 "JSON-RPC messages",
                 ["POST"],
             )
-        principal = authenticate(
-            request.headers, self.services.keys, self.services.admin_key.current()
-        )
+        principal = await self._principal(request.headers)
         from memfs.mcp.local import LocalMemory
 
         memory = LocalMemory(
