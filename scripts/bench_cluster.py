@@ -14,8 +14,9 @@ Starts a real SeaweedFS and a real PostgreSQL (the test engines), then prints:
   (``--list-only``: that alone; ``--clone``: the big lists filled by SQL copies of one
   memory's row, for 1M), measured interleaved, with the page query's plan;
 - ratios against the floors and between the cases, measured side by side here;
-- per commit: the statements PostgreSQL ran for the servers (pg_stat_statements, when
-  the server build has it), and, in this process (``Store.apply`` from ``--threads``
+- per commit: the S3 requests SeaweedFS answered for the servers' bucket (its own
+  metrics: retries and the node leases' renewals included), the statements PostgreSQL
+  ran for the servers (pg_stat_statements, when the server build has it), and, in this process (``Store.apply`` from ``--threads``
   threads on the same engines), the statements sent, the round trips waited for and
   how many commits each group commit's transaction held;
 - ``--paired SRC``: a server of another checkout (its ``src`` folder, the base) and
@@ -335,9 +336,11 @@ def cluster_writes(
     key: str | None = None,
     client: str = "stdlib",
     statements: Callable[[], tuple[int, int]] = lambda: (0, 0),
+    s3: Callable[[], dict[str, int]] = dict,
 ) -> dict[str, float]:
     """Commits from ``threads`` writers on agents of their own, over HTTP; with ``key``
-    (an application key) instead of the admin key for the writes."""
+    (an application key) instead of the admin key for the writes. ``s3``: the S3
+    requests SeaweedFS answered so far for the servers' bucket (``SeaweedFS.requests``)."""
     clients = [Writer(servers[t % len(servers)].url, key, client) for t in range(threads)]
     tag = uuid.uuid4().hex[:6]
     agents = [f"bench/{tag}-{t}" for t in range(threads)]
@@ -355,10 +358,13 @@ def cluster_writes(
     cpu = group_cpu(servers)
     began = engines.sample()
     counted = statements()
+    asked = s3()
     rate, lat = timed(threads, seconds, one)
     others = Engines.per_op(began, engines.sample(), len(lat))
     cpu = group_cpu(servers) - cpu
     ran, steps = (after - before for after, before in zip(statements(), counted, strict=True))
+    # The node leases' renewals are in it too (a PUT and a DELETE per server every 3 s).
+    requests = sum(s3().values()) - sum(asked.values())
     for c in clients:
         c.close()
     return {
@@ -367,6 +373,7 @@ def cluster_writes(
         "p99": pct(lat, 0.99),
         "cpu_ms": cpu / len(lat) * 1000,
         "statements": ran / len(lat),
+        "s3": requests / len(lat),
         "batch": len(lat) / steps if steps else 0.0,
         **{f"{k}_ms": v for k, v in others.items()},
     }
@@ -456,8 +463,10 @@ def paired(
     engines = Engines(engine, pg)
     sides: dict[str, RealServer] = {}
     databases: dict[str, str | None] = {}
+    buckets: dict[str, str] = {}
     for side, path in (("base", str(Path(args.paired).resolve())), ("branch", "")):
         backend = engine.backend(side)
+        buckets[side] = backend.bucket
         env = {
             **engine.env(),
             "MEMFS_OBJECTS": f"s3://{backend.bucket}/{side}",
@@ -482,6 +491,7 @@ def paired(
                     keys[side],
                     args.client,
                     functools.partial(statement_calls, pg, databases[side]),
+                    functools.partial(engine.requests, buckets[side]),
                 )
                 runs[side].append(r)
                 print(
@@ -489,6 +499,7 @@ def paired(
                     f" {r['cpu_ms']:5.2f}  PostgreSQL {r['postgresql_ms']:5.2f}  SeaweedFS"
                     f" {r['seaweedfs_ms']:5.2f}  client {r['client_ms']:4.2f} ms/commit"
                     f"  statements {r['statements']:5.2f}  per group commit {r['batch']:4.2f}"
+                    f"  S3 requests {r['s3']:4.2f}"
                     f"  load {os.getloadavg()[0]:.1f}"
                 )
         floor.append(floors(engine, pg.new_database(), args.threads, args.seconds, engines)["put"])
@@ -506,6 +517,7 @@ def paired(
         ("client_ms", "client CPU ms/commit"),
         ("statements", "PostgreSQL statements/commit"),
         ("batch", "commits per group commit"),
+        ("s3", "S3 requests/commit"),
     ):
         base = statistics.median(r[field] for r in runs["base"])
         branch = statistics.median(r[field] for r in runs["branch"])
@@ -619,6 +631,7 @@ def main() -> int:
                         key,
                         args.client,
                         functools.partial(statement_calls, pg, database),
+                        functools.partial(engine.requests, backend.bucket),
                     )
                 finally:
                     for srv in servers:
@@ -631,6 +644,7 @@ def main() -> int:
                     f"            CPU per commit elsewhere: PostgreSQL {r['postgresql_ms']:.2f} ms,"
                     f" SeaweedFS {r['seaweedfs_ms']:.2f} ms, client {r['client_ms']:.2f} ms"
                 )
+                print(f"            S3 requests per commit (SeaweedFS's count): {r['s3']:.2f}")
                 if stats:
                     print(
                         f"            PostgreSQL statements per commit: {r['statements']:.2f},"

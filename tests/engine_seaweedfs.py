@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 from types import TracebackType
@@ -66,6 +67,7 @@ class SeaweedFS:
         self.folder = Path(tempfile.mkdtemp(prefix="memfs-seaweedfs-"))
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
+        self.metrics_port = 0  # Prometheus metrics: the S3 requests it answered (requests())
 
     @property
     def endpoint(self) -> str:
@@ -106,8 +108,9 @@ class SeaweedFS:
         }
         config.write_text(json.dumps({"identities": [identity]}))
         (self.folder / "data").mkdir()
-        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = _free_ports(8)
-        self.port = s3
+        ports = _free_ports(9)
+        master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc = ports[:8]
+        self.port, self.metrics_port = s3, ports[8]
         args = [
             weed,
             "server",
@@ -133,6 +136,7 @@ class SeaweedFS:
             f"-s3.config={config}",
             # As AWS does: a PUT to a bucket that does not exist is refused, not a new bucket.
             "-s3.autoCreateBucket=false",
+            f"-metricsPort={self.metrics_port}",
         ]
         log = (self.folder / "weed.log").open("wb")
         self.process = subprocess.Popen(
@@ -184,6 +188,26 @@ class SeaweedFS:
             region=REGION,
             credentials={"access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY},
         )
+
+    def requests(self, bucket: str) -> dict[str, int]:
+        """The S3 requests this server answered for ``bucket`` so far, by type (``PUT``,
+        ``GET``, ``HEAD``, ``LIST``, ``DELETE``…) and status (``"PUT 200"``), from its
+        Prometheus metrics: what a client really sent, retries included."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics") as answer:
+            text = answer.read().decode()
+        counts: dict[str, int] = {}
+        for line in text.splitlines():
+            if not line.startswith("SeaweedFS_s3_request_total{"):
+                continue
+            labels, _, value = line.rpartition(" ")
+            fields = dict(
+                part.split("=", 1) for part in labels[labels.index("{") + 1 : -1].split(",")
+            )
+            if fields.get("bucket", "").strip('"') != bucket:
+                continue
+            name = f"{fields['type'].strip(chr(34))} {fields['code'].strip(chr(34))}"
+            counts[name] = counts.get(name, 0) + int(float(value))
+        return counts
 
     def stop(self) -> None:
         process, self.process = self.process, None

@@ -8,6 +8,7 @@ benchmarks' bare servers, ``memfs.cli.serve.log_config``).
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from uvicorn.logging import AccessFormatter as UvicornAccessFormatter
 
 from memfs.cli.serve import log_config
-from memfs.http.access_log import DEFAULT_FORMAT, AccessFormatter
+from memfs.http.access_log import DEFAULT_FORMAT, AccessFormatter, DirectAccessLog, direct
 from servers import MemfsServer
 
 REQUESTS = [
@@ -76,3 +77,47 @@ def test_memfs_serve_writes_one_access_line_per_request(tmp_path: Path) -> None:
         line.startswith("INFO:     127.0.0.1:") and line.endswith('"GET /nowhere HTTP/1.1" 404 Not Found')
         for line in lines
     )
+
+
+_loggers: list[logging.Logger] = []
+
+
+def _logger(fmt: str = DEFAULT_FORMAT, colours: bool = False) -> tuple[logging.Logger, io.StringIO]:
+    """A logger set up as ``memfs serve``'s dictConfig sets up ``uvicorn.access``."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(AccessFormatter(fmt, use_colors=colours))
+    _loggers.append(logging.getLogger(f"memfs-test-access.{len(_loggers)}"))
+    logger = _loggers[-1]
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    logger.propagate = False
+    return logger, stream
+
+
+def test_the_direct_line_is_what_logging_writes_byte_for_byte() -> None:
+    fast, fast_out = _logger()
+    slow, slow_out = _logger()
+    writer = direct(fast)
+    assert isinstance(writer, DirectAccessLog)
+    for args in REQUESTS:
+        writer.info('%s - "%s %s HTTP/%s" %d', *args)
+        slow.info('%s - "%s %s HTTP/%s" %d', *args)
+    assert fast_out.getvalue() == slow_out.getvalue()
+    assert fast_out.getvalue().count("\n") == len(REQUESTS)
+    fast.setLevel(logging.WARNING)  # the level is honoured per line
+    writer.info('%s - "%s %s HTTP/%s" %d', *REQUESTS[0])
+    assert fast_out.getvalue().count("\n") == len(REQUESTS)
+
+
+def test_any_other_logging_set_up_goes_through_logging() -> None:
+    coloured, _ = _logger(colours=True)
+    other_format, _ = _logger("%(levelname)s %(message)s")
+    filtered, _ = _logger()
+    filtered.addFilter(lambda record: True)
+    two_handlers, _ = _logger()
+    two_handlers.addHandler(logging.StreamHandler(io.StringIO()))
+    propagating, _ = _logger()
+    propagating.propagate = True
+    for logger in (coloured, other_format, filtered, two_handlers, propagating):
+        assert direct(logger) is logger

@@ -86,6 +86,20 @@ def authenticate(headers: Mapping[str, str], ring: KeyRing, admin_key: str) -> P
     return narrow(principal, headers.get("memfs-subject"), headers.get("memfs-scopes"))
 
 
+def reads_storage(headers: Mapping[str, str], ring: KeyRing, admin_key: str) -> bool:
+    """Whether ``authenticate`` of these headers would read a key record from shared
+    object storage (``KeyRing.reads_storage``): an edge then runs it in a thread, so
+    its event loop never waits on S3 (nor on its retries, when S3 is down)."""
+    header = headers.get("authorization")
+    if header is None:
+        return False
+    scheme, _, secret = header.partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret or secret == admin_key:
+        return False
+    return ring.reads_storage(secret)
+
+
 def header_text(value: str, field: str) -> str:
     """A header value as sent: HTTP servers decode header bytes as latin-1; we want UTF-8."""
     try:

@@ -170,6 +170,25 @@ class KeyRing:
             self._cache[key_id] = (now, record)
         return record
 
+    def reads_storage(self, secret: str) -> bool:
+        """Whether ``authenticate(secret)`` would read a key record from the storage
+        (on S3, a network round trip: an edge runs it off its event loop then), rather
+        than answer from the records kept. The data folder's records (never kept) are
+        a file read, which an edge does in place."""
+        if self.cache_seconds <= 0:
+            return False
+        if not secret.startswith(SECRET_PREFIX) or "~" not in secret:
+            return False  # refused without a read
+        key_id = secret[len(SECRET_PREFIX) :].rsplit("~", 1)[0]
+        seen = self._verified.get(_hash(secret))
+        kept = self._cache.get(key_id)
+        return not (
+            seen is not None
+            and kept is not None
+            and kept[1] is seen[0]
+            and time.monotonic() - kept[0] < self.cache_seconds
+        )
+
     def authenticate(self, secret: str) -> ApiKey | None:
         """The key a bearer secret belongs to, or None."""
         if not secret.startswith(SECRET_PREFIX) or "~" not in secret:

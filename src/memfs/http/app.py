@@ -17,6 +17,7 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -29,14 +30,14 @@ from memfs import config
 from memfs.console.app import PREFIX as CONSOLE_PREFIX
 from memfs.console.app import Console
 from memfs.core import faults, healing, maintenance, metrics, objects, sandbox
-from memfs.core.auth import authenticate
+from memfs.core.auth import Principal, authenticate, reads_storage
 from memfs.core.keys import AdminKey, KeyRing
 from memfs.core.runner import Runner
 from memfs.core.store import Store
 from memfs.core.tokens import Signer
 from memfs.errors import Damaged, InvalidRequest, MemfsError, Unavailable
 from memfs.http import agents, command, health, inspect, memories, search, tenant, triggers
-from memfs.http.context import Ctx, Services, writer_pool
+from memfs.http.context import Ctx, Services, request_headers, writer_pool
 from memfs.http.envelope import MethodNotAllowed, error_response, internal_error
 from memfs.http.openapi import openapi_path, spec
 from memfs.http.routing import Route, Router
@@ -205,7 +206,11 @@ class MemfsApp:
                 if faults.index_gone(exc):
                     healing.rebuild_in_background(self.services.store)
                 response = error_response(translated, request_id)
-        response.headers["Memfs-Request-Id"] = request_id
+        # Appended to the raw list (what ``response.headers[...] =`` does after a scan
+        # through a MutableHeaders made for it); an error envelope already carries it.
+        raw_headers = response.raw_headers
+        if not any(name == b"memfs-request-id" for name, _ in raw_headers):
+            raw_headers.append((b"memfs-request-id", request_id.encode()))
         try:
             await response(scope, receive, send)
         finally:
@@ -308,7 +313,8 @@ class MemfsApp:
     ) -> Response:
         raw = scope.get("raw_path") or scope["path"].encode()
         raw_path = raw.decode("latin-1").split("?", 1)[0]
-        if "origin" in request.headers and raw_path not in health.PATHS:
+        headers = request_headers(scope)  # once: each Starlette look-up rescans the list
+        if "origin" in headers and raw_path not in health.PATHS:
             from memfs.errors import Forbidden
 
             raise Forbidden(
@@ -323,20 +329,26 @@ class MemfsApp:
         route, params = self.router.resolve(request.method, raw_path)
         matched.append(route)
         if route.protocol:
-            version = request.headers.get("memfs-protocol")
+            version = headers.get("memfs-protocol")
             if version not in PROTOCOL_VERSIONS:
                 raise InvalidRequest(
                     f"header Memfs-Protocol is {'missing' if version is None else 'unsupported'};"
                     f" send Memfs-Protocol: {' or '.join(PROTOCOL_VERSIONS)}",
                     field="Memfs-Protocol",
                 )
-        ctx = Ctx(request, params, self.services, request_id)
+        ctx = Ctx(request, params, self.services, request_id, _headers=headers)
         if route.protocol:
-            ctx.principal = authenticate(
-                request.headers, self.services.keys, self.services.admin_key.current()
-            )
+            ctx.principal = await self._principal(headers)
         response: Response = await route.handler(ctx)
         return response
+
+    async def _principal(self, headers: Mapping[str, str]) -> Principal:
+        keys, admin = self.services.keys, self.services.admin_key.current()
+        if reads_storage(headers, keys, admin):
+            # A key record to read from S3 (a key not seen for CLUSTER_KEY_SECONDS): in
+            # a thread, so the other requests don't wait on S3 (or its retries) with it.
+            return await asyncio.to_thread(authenticate, headers, keys, admin)
+        return authenticate(headers, keys, admin)
 
     async def _mcp_answer(self, request: Request, raw_path: str) -> Response:
         """MCP clients send no Memfs-Protocol; the key and its scopes are /v1's."""
@@ -349,9 +361,7 @@ class MemfsApp:
                 "JSON-RPC messages",
                 ["POST"],
             )
-        principal = authenticate(
-            request.headers, self.services.keys, self.services.admin_key.current()
-        )
+        principal = await self._principal(request.headers)
         from memfs.mcp.local import LocalMemory
 
         memory = LocalMemory(
@@ -359,9 +369,7 @@ class MemfsApp:
             self.services.signer,
             agent_id,
             principal,
-            write=lambda work: asyncio.get_running_loop().run_in_executor(
-                self.services.writer, work
-            ),
+            write=self.services.writer.run,
         )
         endpoint = await self._mcp_endpoint()
         return endpoint.answer(memory)

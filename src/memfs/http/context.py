@@ -4,10 +4,12 @@ helpers that read parameters and bodies strictly (a bad one is a 400, never a 50
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import queue
 import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -27,9 +29,104 @@ T = TypeVar("T")
 WRITERS = 16
 
 
-def writer_pool() -> ThreadPoolExecutor:
+# A job: the call, and the loop and future its answer goes back to.
+_Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+
+
+class Writers:
+    """The threads commits run on: ``await writers.run(fn)`` runs ``fn`` on one of them.
+
+    One hand-off each way and nothing more: the job goes on a queue that idle threads
+    wait on, and its answer comes back with one ``call_soon_threadsafe`` on the
+    caller's loop. ``run_in_executor`` on a ThreadPoolExecutor did the same hand-off
+    through a ``concurrent.futures.Future`` (a Condition and its lock each), a chain of
+    callbacks copying its state into an asyncio future, and a semaphore check for an
+    idle thread on every submit: a tenth of the event loop's Python per write
+    (docs/benchmarks.md). The ``size`` threads start at the first call.
+    """
+
+    def __init__(self, size: int = WRITERS, name: str = "memfs-writer") -> None:
+        self.size, self.name = size, name
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        # Under the lock: a job queued behind shutdown's sentinels would never run.
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the writer threads are shut down")
+            if not self._threads:
+                self._start()
+            self._jobs.put((fn, loop, future))
+        return await future
+
+    def _start(self) -> None:
+        """Start the threads (under ``_lock``)."""
+        while len(self._threads) < self.size:
+            # Daemon threads: an app never shut down (a test's) must not hold the
+            # interpreter's exit; a server's lifespan shutdown joins them first.
+            thread = threading.Thread(
+                target=self._work, name=f"{self.name}_{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fn, loop, future = job
+            del job
+            try:
+                result = fn()
+            except BaseException as exc:
+                _answer(loop, future, None, exc)
+                del exc
+            else:
+                _answer(loop, future, result, None)
+                del result  # an idle thread holds on to no answer
+            del fn, loop, future
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Refuse new calls; the threads end once the calls queued so far are done."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._jobs.put(None)
+        if wait:
+            for thread in threads:
+                thread.join()
+
+
+def _answer(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[Any],
+    result: Any,
+    exc: BaseException | None,
+) -> None:
+    # A closed loop (RuntimeError): nobody waits for the answer any more.
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(_settle, future, result, exc)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
+
+
+def writer_pool() -> Writers:
     """The threads the commits of one server process run on."""
-    return ThreadPoolExecutor(WRITERS, thread_name_prefix="memfs-writer")
+    return Writers(WRITERS)
 
 
 @dataclass
@@ -44,7 +141,7 @@ class Services:
     # make their log entries durable at once, outside the index lock, and share one
     # index transaction (the Store's group commit, core/commit.py). A dedicated pool,
     # not the default one, so reads never wait behind a burst of writes.
-    writer: ThreadPoolExecutor = field(default_factory=lambda: writer_pool())
+    writer: Writers = field(default_factory=lambda: writer_pool())
 
 
 @dataclass
@@ -55,14 +152,24 @@ class Ctx:
     request_id: str
     principal: Principal | None = None
     _seen: set[str] = field(default_factory=set)
+    _headers: dict[str, str] | None = None
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The request's headers by (lower-case) name, the first of a repeated one, as
+        ``request.headers.get`` answers: read from the raw list once, where each of
+        Starlette's look-ups scans and decodes the whole list again."""
+        if self._headers is None:
+            self._headers = request_headers(self.request.scope)
+        return self._headers
 
     @property
     def store(self) -> Store:
         return self.services.store
 
     async def commit(self, write: Callable[[], T]) -> T:
-        """Run ``write`` (a store call that commits) on the app's writer thread."""
-        return await asyncio.get_running_loop().run_in_executor(self.services.writer, write)
+        """Run ``write`` (a store call that commits) on one of the app's writer threads."""
+        return await self.services.writer.run(write)
 
     @property
     def who(self) -> Principal:
@@ -73,6 +180,8 @@ class Ctx:
 
     def allow_query(self, *names: str, prefixes: tuple[str, ...] = ()) -> None:
         """Refuse unknown or repeated query parameters (typos must not pass silently)."""
+        if not self.request.scope.get("query_string"):
+            return  # none sent (every write): nothing to parse
         seen: set[str] = set()
         for key, _value in self.request.query_params.multi_items():
             if key not in names and not key.startswith(prefixes):
@@ -109,7 +218,7 @@ class Ctx:
 
     async def body(self, limit: int) -> bytes:
         """The body, refused with 413 as soon as it passes ``limit`` bytes."""
-        declared = self.request.headers.get("content-length")
+        declared = self.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise PayloadTooLarge(f"body is larger than {limit} bytes", field="body")
         chunks: list[bytes] = []
@@ -131,7 +240,7 @@ class Ctx:
         return b"".join(chunks)
 
     def media_type(self) -> str:
-        return self.request.headers.get("content-type", "").split(";")[0].strip().lower()
+        return self.headers.get("content-type", "").split(";")[0].strip().lower()
 
     async def json(self, limit: int = 1024 * 1024) -> dict[str, Any]:
         if self.media_type() != "application/json":
@@ -152,6 +261,17 @@ class Ctx:
         if not isinstance(doc, dict):
             raise InvalidRequest("body must be a JSON object", field="body")
         return doc
+
+
+def request_headers(scope: Mapping[str, Any]) -> dict[str, str]:
+    """A request's headers (``scope["headers"]``, names lower-cased by the server) as a
+    dict: the first value of a repeated name, as Starlette's ``Headers.get``."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1")
+        if name not in headers:
+            headers[name] = raw_value.decode("latin-1")
+    return headers
 
 
 MAX_JSON_DEPTH = 32  # far more than any memfs body needs; json.loads recurses per level

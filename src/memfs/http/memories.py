@@ -77,13 +77,13 @@ async def get_memory(ctx: Ctx) -> Response:
         version = int(raw_version)
     memory = ctx.store.read(agent_id, path, version)
     headers = {"ETag": f'"{memory.sha256}"'}
-    if "text/markdown" in ctx.request.headers.get("accept", ""):
+    if "text/markdown" in ctx.headers.get("accept", ""):
         return Response(memory.content, media_type="text/markdown; charset=utf-8", headers=headers)
     return JSONResponse(wire.memory_json(memory), headers=headers)
 
 
 def _etag(ctx: Ctx, header: str) -> str | None:
-    value = ctx.request.headers.get(header)
+    value = ctx.headers.get(header)
     if value is None:
         return None
     value = value.strip()
@@ -102,7 +102,7 @@ def _etag(ctx: Ctx, header: str) -> str | None:
 
 
 def _message(ctx: Ctx) -> str:
-    message = header_text(ctx.request.headers.get("memfs-message", ""), "Memfs-Message")
+    message = header_text(ctx.headers.get("memfs-message", ""), "Memfs-Message")
     if len(message) > 4096:
         raise InvalidRequest("Memfs-Message is longer than 4096 characters", field="Memfs-Message")
     return message

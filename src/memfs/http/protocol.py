@@ -10,10 +10,13 @@ app (``Ctx.body``), and the number of connections by uvicorn's ``limit_concurren
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
 from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+from memfs.http import access_log
 
 
 def header_timeout_s() -> float:
@@ -25,6 +28,9 @@ class BoundedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # The access line written directly (http/access_log.py), when logging is as
+        # memfs serve sets it up; each request's cycle takes the protocol's logger.
+        self.access_logger = access_log.direct(logging.getLogger("uvicorn.access"))
         self._header_timer: asyncio.TimerHandle | None = None
         self._watched: object = None
         self._header_timeout = header_timeout_s()
