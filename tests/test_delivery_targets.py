@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
 from collections.abc import Iterator
 from urllib.parse import quote
 
@@ -28,6 +29,8 @@ import httpx
 import pytest
 from standardwebhooks import Webhook
 
+from memfs.core.store import Store
+from memfs.errors import Damaged
 from servers_real import RealServer, memfs_cli
 
 MEMORY_BYTES = 8192
@@ -134,3 +137,27 @@ def test_a_trigger_whose_action_changed_elsewhere_gets_its_new_body_limit(
     with server.client() as client:
         runs = client.get(f"/v1/agents/{quote(agent, safe='')}/runs").json()["runs"]
     assert sorted(r["webhookId"] for r in runs) == ["big_1", "small_1"]
+
+
+def test_an_agent_damaged_since_its_target_was_kept_answers_503_not_202(
+    server: RealServer,
+) -> None:
+    agent = "users/alice/damaged"
+    _cli(server, "agents", "create", agent)
+    _cli(server, "triggers", "add", agent, "gh", "--secret", _secret(4))
+    assert _deliver(server, agent, _secret(4), "msg_d1").status_code == 202  # kept now
+    # Another process marks the agent damaged in the shared index (as `memfs fsck` or
+    # `reindex` does when a log entry fails its check).
+    other = Store(server.data)
+    try:
+        other.record_damage(Damaged(agent, "agents/x/.memfs/log/1", "checksum mismatch"))
+    finally:
+        other.close()
+    refused = _deliver(server, agent, _secret(4), "msg_d2")
+    assert refused.status_code == 503, refused.text
+    assert "is damaged" in refused.json()["message"]
+    # Nothing was accepted for it (no delivery record, so no run to fail later while
+    # the agent can't store); the first delivery's record is where records are.
+    names = {p.name for p in server.data.rglob("*.json")}
+    assert f"{hashlib.sha256(b'msg_d1').hexdigest()}.json" in names
+    assert f"{hashlib.sha256(b'msg_d2').hexdigest()}.json" not in names

@@ -119,7 +119,8 @@ def target(store: Store, settings: Settings, agent_id: str, trigger_id: str) -> 
 
 def current(store: Store, settings: Settings, found: Target) -> Target:
     """``found`` if it still stands (its two files the same, no successor record: three
-    stats), else the target read afresh (NotFound when it is gone)."""
+    stats; the agent not damaged since: its row), else the target read afresh (NotFound
+    when it is gone)."""
     proof = found.proof
     if proof is not None:
         backend = store.backend
@@ -130,6 +131,11 @@ def current(store: Store, settings: Settings, found: Target) -> Target:
             == proof[1]
             and not backend.exists(record_key(agent_id, trigger.trigger_id, trigger.seq + 1))
         ):
+            # Damage lives in the agent's index row, not in a file (any process may
+            # mark it: this server, ``memfs fsck`` or ``reindex``): asked each time, so
+            # a damaged agent's sender gets 503 and retries after the repair, rather
+            # than a 202 for a run that can't store.
+            store.get_agent(agent_id)
             return found
     return target(store, settings, found.agent_id, found.trigger.trigger_id)
 
