@@ -1,11 +1,28 @@
-"""Counting what a test process waits on PostgreSQL for (shared by the round-trip tests)."""
+"""Counting what a test process waits on PostgreSQL for (shared by the round-trip tests),
+and the index with two agents those tests start from."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+
+from memfs.derived.index.postgres import PostgresIndex
+
+
+def index_with_agents(url: str, pool_size: int) -> Iterator[PostgresIndex]:
+    """A PostgreSQL index on ``url`` holding agents "a" and "b", closed after use (the
+    body of the round-trip tests' ``idx`` fixtures)."""
+    index = PostgresIndex(url, pool_size=pool_size)
+    with index.write_session() as s:
+        for agent in ("a", "b"):
+            s.put_agent(agent, agent.upper(), f"store-{agent}", 1)
+    try:
+        yield index
+    finally:
+        index.close()
 
 
 def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:

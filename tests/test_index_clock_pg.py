@@ -14,19 +14,12 @@ import pytest
 
 from memfs.derived.index.postgres import PgWrite, PostgresIndex
 from memfs.domain.commits import CREATED, MODIFIED, Change, Commit
-from pg_round_trips import count_round_trips
+from pg_round_trips import count_round_trips, index_with_agents
 
 
 @pytest.fixture
 def idx(postgres_url: str) -> Iterator[PostgresIndex]:
-    index = PostgresIndex(postgres_url, pool_size=2)
-    with index.write_session() as s:
-        for agent in ("a", "b"):
-            s.put_agent(agent, agent.upper(), f"store-{agent}", 1)
-    try:
-        yield index
-    finally:
-        index.close()
+    yield from index_with_agents(postgres_url, pool_size=2)
 
 
 def _write(s: PgWrite, agent: str, revision: int, version: int, at: int) -> None:

@@ -22,20 +22,13 @@ from memfs.core.store import Store
 from memfs.derived.index.postgres import PostgresIndex
 from memfs.derived.index.postgres.writes import AGENT_LOCKS, agent_key
 from memfs.domain.commits import CREATED, Change, Commit
-from pg_round_trips import count_round_trips
+from pg_round_trips import count_round_trips, index_with_agents
 
 
 @pytest.fixture
 def idx(postgres_url: str) -> Iterator[PostgresIndex]:
     # One connection: every session below reuses the one the previous session left.
-    index = PostgresIndex(postgres_url, pool_size=1)
-    with index.write_session() as s:
-        for agent in ("a", "b"):
-            s.put_agent(agent, agent.upper(), f"store-{agent}", 1)
-    try:
-        yield index
-    finally:
-        index.close()
+    yield from index_with_agents(postgres_url, pool_size=1)
 
 
 @pytest.fixture
