@@ -97,17 +97,15 @@ async def deliver(ctx: Ctx) -> Response:
     store = ctx.store
     agent_id = paths.agent_id(ctx.params["agentId"])
     trigger_id = ctx.params["triggerId"]
-    # One pass over the raw headers (names arrive lower-cased), the first of each name
-    # kept as ``dict(request.headers)`` keeps it; Starlette's mapping rescans the whole
-    # list for every name it copies.
-    headers: dict[str, str] = {}
-    signatures: list[str] = []
-    for raw_name, raw_value in ctx.request.scope["headers"]:
-        name, value = raw_name.decode("latin-1"), raw_value.decode("latin-1")
-        if name == "webhook-signature":
-            signatures.append(value)
-        headers.setdefault(name, value)
+    # The request's headers as ``ctx.headers`` reads them once (the first of each name,
+    # as ``dict(request.headers)`` keeps it; ``ctx.body`` reads the same dict).
+    headers = dict(ctx.headers)
     # Every webhook-signature line counts (a proxy may split one header into several).
+    signatures = [
+        value.decode("latin-1")
+        for name, value in ctx.request.scope["headers"]
+        if name == b"webhook-signature"
+    ]
     if len(signatures) > 1:
         headers["webhook-signature"] = " ".join(signatures)
     loop = asyncio.get_running_loop()
