@@ -24,6 +24,7 @@ from memfs.derived.index.postgres import PostgresIndex
 from memfs.derived.index.rows import MemoryRow
 from memfs.domain.commits import CREATED, DELETED, MODIFIED, RENAMED, Change, Commit
 from memfs.domain.content import Scalar
+from pg_round_trips import count_statements
 
 M = "/memories/"
 _CLOCK = itertools.count(1)
@@ -236,11 +237,6 @@ def test_a_batch_of_commits_leaves_the_rows_of_the_same_commits_one_by_one(
         together.close()
 
 
-def _statements(url: str) -> list[str]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return [str(q) for (q,) in conn.execute("SELECT query FROM pg_stat_activity").fetchall()]
-
-
 def test_a_batch_is_the_same_statements_however_many_commits_it_holds(
     postgres_server: PostgresServer,
     monkeypatch: pytest.MonkeyPatch,
@@ -250,20 +246,13 @@ def test_a_batch_is_the_same_statements_however_many_commits_it_holds(
     commit or five of two agents, with renames, deletes and metadata, are the same
     statements (the locks and rows, the rows' one statement, the clock step, COMMIT),
     where they were about twelve per commit."""
-    sent: list[str] = []
-    execute = psycopg.Cursor.execute
-
-    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query).split(" ", 1)[0])
-        return execute(self, query, *args, **kw)
-
     before, batch = logs
     _url, index = _index(postgres_server)
     try:
         for commit, contents in before:
             with index.write_session() as s:
                 s.apply_commit(commit, commit.ts, contents, commit.to_bytes())
-        monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+        sent = count_statements(monkeypatch)
         counts = []
         for commits in (batch[:1], batch[1:]):
             sent.clear()
