@@ -21,6 +21,7 @@ from memfs.core.maintenance import reindex
 from memfs.core.planner import Delete, Move, Put
 from memfs.core.store import Store
 from memfs.derived.index.postgres import PostgresIndex
+from memfs.derived.index.postgres.batch import WRITE
 from memfs.derived.index.rows import MemoryRow
 from memfs.domain.commits import CREATED, DELETED, MODIFIED, RENAMED, Change, Commit
 from memfs.domain.content import Scalar
@@ -342,3 +343,37 @@ def _agent_state(store: Store, agent: str) -> tuple[Any, ...]:
             ],
             [link[:4] for link in r.agent_links(agent)],  # not visible_from: a stamp
         )
+
+
+def test_the_batch_statement_is_parsed_once_and_prepared(postgres_server: PostgresServer) -> None:
+    """The rows' statement is a prepared statement of the connection after a few
+    batches (its parameters' types never change, whatever rows a batch holds: psycopg
+    prepares a statement on its fifth use), and psycopg keeps its parsed form (a
+    statement over 4 KiB or 50 parameters is parsed afresh each time, which cost more
+    than the statements it replaced)."""
+    from psycopg import _queries
+
+    assert len(WRITE) <= _queries.MAX_CACHED_STATEMENT_LENGTH
+    assert WRITE.count("%(") <= _queries.MAX_CACHED_STATEMENT_PARAMS
+    _url, index = _index(postgres_server)
+    log = _Log("a")
+    try:
+        for n in range(8):  # with and without metadata, renames, deletes
+            ops: list[tuple[Any, ...]] = [
+                ("put", f"n{n}.md", f"note {n}", {"n": n} if n % 2 else {})
+            ]
+            if n % 3 == 2:
+                ops.append(("move", f"n{n - 1}.md", f"moved{n}.md"))
+            if n % 4 == 3:
+                ops.append(("delete", f"n{n - 1}.md"))
+            commit, contents = log.commit(ops)
+            with index.write_session() as s:
+                assert s.agent("a") is not None
+                assert s.apply_commit(commit, commit.ts, contents, commit.to_bytes())
+        with index.read_session() as r:
+            prepared = r._all(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH a AS%%'"
+            )
+        assert prepared == [(1,)]
+    finally:
+        index.close()

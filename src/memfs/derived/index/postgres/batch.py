@@ -35,97 +35,200 @@ whatever is sent next (the clock step and COMMIT, or a read, which then sees it)
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from memfs.derived.index.links import LinkRow, link_rows
 from memfs.derived.index.postgres import search
+from memfs.derived.index.postgres.reads import encode_text
 from memfs.derived.index.rows import memory_row, metadata_json, version_row
 from memfs.domain.commits import Commit
 from memfs.domain.content import metadata_text
 
-T, I8, B, BY = "text[]", "int8[]", "bool[]", "bytea[]"
+# Each source of rows: its columns and their types, read from ONE parameter, a JSON
+# array of objects (``json_to_recordset``). Arrays per column (``unnest``) were measured
+# first: psycopg dumps a list in Python, ~70 us each, and this statement's ~90 arrays
+# made it too long and too many parameters for psycopg's cache of parsed queries (4 KiB,
+# 50 parameters) and gave it a new prepared statement for each mix of empty and
+# non-empty arrays; JSON texts are made by the C encoder, one text parameter each.
+_SOURCES: dict[str, tuple[tuple[str, str], ...]] = {
+    "touched": (("agent_id", "text"), ("path", "text")),
+    "g": (
+        ("agent_id", "text"),
+        ("revision", "int8"),
+        ("ts", "int8"),
+        ("name", "text"),
+        ("n", "int8"),
+        ("b", "int8"),
+    ),
+    "commits": (
+        ("agent_id", "text"),
+        ("revision", "int8"),
+        ("ts", "int8"),
+        ("visible_at", "int8"),
+        ("actor", "text"),
+        ("message", "text"),
+        ("change_count", "int8"),
+        ("head_changes", "text"),
+        ("changes", "text"),
+    ),
+    "closes": (
+        ("agent_id", "text"),
+        ("path", "text"),
+        ("version", "int8"),
+        ("valid_to", "int8"),
+        ("visible_to", "int8"),
+    ),
+    "versions": (
+        ("agent_id", "text"),
+        ("path", "text"),
+        ("version", "int8"),
+        ("revision", "int8"),
+        ("operation", "text"),
+        ("sha256", "text"),
+        ("bytes", "int8"),
+        ("description", "text"),
+        ("metadata", "text"),
+        ("valid_from", "int8"),
+        ("visible_from", "int8"),
+        ("valid_to", "int8"),
+        ("visible_to", "int8"),
+    ),
+    "gone": (("agent_id", "text"), ("path", "text")),
+    "memories": (
+        ("agent_id", "text"),
+        ("path", "text"),
+        ("version", "int8"),
+        ("sha256", "text"),
+        ("bytes", "int8"),
+        ("description", "text"),
+        ("metadata", "text"),
+        ("created_at", "int8"),
+        ("updated_at", "int8"),
+        ("listing", "text"),
+    ),
+    "fresh": (
+        ("agent_id", "text"),
+        ("path", "text"),
+        ("version", "int8"),
+        ("sha256", "text"),
+        ("bytes", "int8"),
+        ("description", "text"),
+        ("metadata", "text"),
+        ("created_at", "int8"),
+        ("updated_at", "int8"),
+        ("listing", "text"),
+    ),
+    "keys": (("agent_id", "text"), ("path", "text"), ("key", "text"), ("value", "text")),
+    "replaced": (("agent_id", "text"), ("path", "text")),
+    "blobs": (("agent_id", "text"), ("sha256", "text"), ("content", "text")),  # hex
+    "docs": (
+        ("agent_id", "text"),
+        ("path", "text"),
+        ("sha256", "text"),
+        ("description", "text"),
+        ("body", "text"),
+        ("path_words", "text"),
+        ("folded_path_words", "text"),
+        ("folded_description", "text"),
+        ("folded_body", "text"),
+        ("w_path", "text"),
+        ("w_description", "text"),
+        ("w_body", "text"),
+    ),
+    "links": (
+        ("agent_id", "text"),
+        ("path", "text"),
+        ("version", "int8"),
+        ("idx", "int8"),
+        ("target", "text"),
+        ("visible_from", "int8"),
+    ),
+}
 
 
-def _unnest(alias: str, columns: str, types: tuple[str, ...]) -> str:
-    casts = ", ".join(f"%s::{t}" for t in types)
-    return f"unnest({casts}) {alias}({columns})"
+def _columns(source: str) -> str:
+    return ", ".join(name for name, _ in _SOURCES[source])
 
 
-_MEMORY_COLUMNS = (
-    "agent_id, path, version, sha256, bytes, description, metadata, created_at, updated_at, listing"
-)
+# Sources whose rows are a table's rows: read as that table's row type (the statement
+# is shorter: psycopg caches the parsing of statements of up to 4 KiB only).
+_TABLE_ROWS = {
+    "commits": "commits",
+    "versions": "versions",
+    "memories": "memories",
+    "fresh": "memories",
+    "keys": "memory_meta",
+    "links": "links",
+}
+
+
+def _rows(source: str) -> str:
+    """The rows of ``source``, as a FROM item named after it."""
+    table = _TABLE_ROWS.get(source)
+    if table is not None:
+        return f"json_populate_recordset(NULL::{table}, %({source})s::json) {source}"
+    spec = ", ".join(f"{name} {kind}" for name, kind in _SOURCES[source])
+    return f"json_to_recordset(%({source})s::json) {source}({spec})"
+
+
 _MEMORY_SET = (
     "version=excluded.version, sha256=excluded.sha256, bytes=excluded.bytes,"
     " description=excluded.description, metadata=excluded.metadata,"
     " updated_at=excluded.updated_at, listing=excluded.listing"
 )
-_SEARCH_COLUMNS = (
-    "agent_id, path, sha256, description, body, path_words, folded_path_words,"
-    " folded_description, folded_body"
-)
-# The parameters' order: the arrays of each CTE, in the order of the CTEs below.
+_SEARCH_COLUMNS = _columns("docs").removesuffix(", w_path, w_description, w_body")
+_SAME = "t.agent_id={0}.agent_id AND t.path={0}.path"
+# Named parameters: one JSON text per source (``RowBatch.take``).
 WRITE = (
-    "WITH touched AS (SELECT * FROM "
-    + _unnest("p", "agent_id, path", (T, T))
-    + "), a AS (UPDATE agents t SET revision=GREATEST(t.revision, s.revision),"
-    " last_ts=GREATEST(t.last_ts, s.ts), name=COALESCE(s.name, t.name),"
-    " memory_count=t.memory_count-COALESCE(o.n, 0)+s.n,"
-    " memory_bytes=t.memory_bytes-COALESCE(o.b, 0)+s.b FROM "
-    + _unnest("s", "agent_id, revision, ts, name, n, b", (T, I8, I8, T, I8, I8))
-    + " LEFT JOIN (SELECT m.agent_id, COUNT(*) AS n, SUM(m.bytes) AS b FROM touched p"
-    " JOIN memories m ON m.agent_id=p.agent_id AND m.path=p.path GROUP BY m.agent_id) o"
-    " ON o.agent_id=s.agent_id WHERE t.agent_id=s.agent_id),"
-    " c AS (INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
-    " change_count, head_changes, changes) SELECT * FROM "
-    + _unnest(
-        "s",
-        "agent_id, revision, ts, visible_at, actor, message, change_count, head_changes, changes",
-        (T, I8, I8, I8, T, T, I8, T, T),
-    )
-    + "), vc AS (UPDATE versions t SET valid_to=s.valid_to, visible_to=s.visible_to FROM "
-    + _unnest("s", "agent_id, path, version, valid_to, visible_to", (T, T, I8, I8, I8))
-    + " WHERE t.agent_id=s.agent_id AND t.path=s.path AND t.version=s.version),"
-    " vi AS (INSERT INTO versions(agent_id, path, version, revision, operation, sha256,"
-    " bytes, description, metadata, valid_from, visible_from, valid_to, visible_to)"
-    " SELECT * FROM "
-    + _unnest(
-        "s",
-        "agent_id, path, version, revision, operation, sha256, bytes, description,"
-        " metadata, valid_from, visible_from, valid_to, visible_to",
-        (T, T, I8, I8, T, T, I8, T, T, I8, I8, I8, I8),
-    )
-    + "), md AS (DELETE FROM memories t USING "
-    + _unnest("s", "agent_id, path", (T, T))
-    + " WHERE t.agent_id=s.agent_id AND t.path=s.path),"
-    " mrows AS (SELECT * FROM "
-    + _unnest("s", _MEMORY_COLUMNS + ", fresh", (T, T, I8, T, I8, T, T, I8, I8, T, B))
-    + f"), mu AS (INSERT INTO memories SELECT {_MEMORY_COLUMNS} FROM mrows WHERE NOT fresh"
+    f"WITH a AS (UPDATE agents t SET revision=GREATEST(t.revision, g.revision),"
+    " last_ts=GREATEST(t.last_ts, g.ts), name=COALESCE(g.name, t.name),"
+    " memory_count=t.memory_count-COALESCE(o.n, 0)+g.n,"
+    f" memory_bytes=t.memory_bytes-COALESCE(o.b, 0)+g.b FROM {_rows('g')}"
+    " LEFT JOIN (SELECT m.agent_id, COUNT(*) AS n, SUM(m.bytes) AS b"
+    f" FROM {_rows('touched')} JOIN memories m ON m.agent_id=touched.agent_id"
+    " AND m.path=touched.path GROUP BY m.agent_id) o"
+    " ON o.agent_id=g.agent_id WHERE t.agent_id=g.agent_id),"
+    f" c AS (INSERT INTO commits SELECT * FROM {_rows('commits')}),"
+    " vc AS (UPDATE versions t SET valid_to=closes.valid_to, visible_to=closes.visible_to"
+    f" FROM {_rows('closes')} WHERE {_SAME.format('closes')} AND t.version=closes.version),"
+    f" vi AS (INSERT INTO versions SELECT * FROM {_rows('versions')}),"
+    f" gone AS (SELECT * FROM {_rows('gone')}),"
+    f" md AS (DELETE FROM memories t USING gone WHERE {_SAME.format('gone')}),"
+    f" mu AS (INSERT INTO memories SELECT * FROM {_rows('memories')}"
     f" ON CONFLICT(agent_id, path) DO UPDATE SET {_MEMORY_SET}),"
-    f" mf AS (INSERT INTO memories SELECT {_MEMORY_COLUMNS} FROM mrows WHERE fresh"
+    f" mf AS (INSERT INTO memories SELECT * FROM {_rows('fresh')}"
     f" ON CONFLICT(agent_id, path) DO UPDATE SET {_MEMORY_SET}, created_at=excluded.created_at),"
-    " keys AS (SELECT * FROM "
-    + _unnest("s", "agent_id, path, key, value", (T, T, T, T))
-    + "), kd AS (DELETE FROM memory_meta t USING "
-    + _unnest("s", "agent_id, path", (T, T))
-    + " WHERE t.agent_id=s.agent_id AND t.path=s.path AND NOT EXISTS(SELECT 1 FROM keys k"
+    f" k AS (SELECT * FROM {_rows('keys')}),"
+    f" kd AS (DELETE FROM memory_meta t USING {_rows('replaced')}"
+    f" WHERE {_SAME.format('replaced')} AND NOT EXISTS(SELECT 1 FROM k"
     " WHERE k.agent_id=t.agent_id AND k.path=t.path AND k.key=t.key)),"
-    " ki AS (INSERT INTO memory_meta SELECT * FROM keys"
+    " ki AS (INSERT INTO memory_meta SELECT * FROM k"
     " ON CONFLICT(agent_id, path, key) DO UPDATE SET value=excluded.value),"
-    " bl AS (INSERT INTO blobs SELECT * FROM "
-    + _unnest("s", "agent_id, sha256, content", (T, T, BY))
-    + " ON CONFLICT DO NOTHING), sd AS (DELETE FROM search_docs t USING "
-    + _unnest("s", "agent_id, path", (T, T))
-    + " WHERE t.agent_id=s.agent_id AND t.path=s.path),"
+    " bl AS (INSERT INTO blobs SELECT agent_id, sha256, decode(content, 'hex')"
+    f" FROM {_rows('blobs')} ON CONFLICT DO NOTHING),"
+    f" sd AS (DELETE FROM search_docs t USING gone WHERE {_SAME.format('gone')}),"
     f" su AS (INSERT INTO search_docs({_SEARCH_COLUMNS}, doc) SELECT {_SEARCH_COLUMNS},"
-    f" {search.doc_of('s.w_path', 's.w_description', 's.w_body')} FROM "
-    + _unnest("s", _SEARCH_COLUMNS + ", w_path, w_description, w_body", (T,) * 12)
-    + f" ON CONFLICT(agent_id, path) DO UPDATE SET {search.UPSERT_SET}),"
-    " l AS (INSERT INTO links SELECT * FROM "
-    + _unnest("s", "agent_id, path, version, idx, target, visible_from", (T, T, I8, I8, T, I8))
-    + " ON CONFLICT(agent_id, path, version, idx) DO UPDATE SET target=excluded.target,"
+    f" {search.doc_of('w_path', 'w_description', 'w_body')} FROM {_rows('docs')}"
+    f" ON CONFLICT(agent_id, path) DO UPDATE SET {search.UPSERT_SET}),"
+    f" l AS (INSERT INTO links SELECT * FROM {_rows('links')}"
+    " ON CONFLICT(agent_id, path, version, idx) DO UPDATE SET target=excluded.target,"
     " visible_from=excluded.visible_from) SELECT 1"
 )
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _json(source: str, rows: Collection[Sequence[Any]]) -> str:
+    """``rows`` as ``_rows(source)`` reads them, each text as stored (``encode_text``):
+    the encoder escapes the two characters that need it (NUL, ``_MARK``) as ``\\u0000``
+    and ``\\u0001``, so a text without either is the rows as they are, encoded once."""
+    names = [name for name, _ in _SOURCES[source]]
+    text = str(_dumps([dict(zip(names, row, strict=True)) for row in rows]))
+    if "\\u0000" not in text and "\\u0001" not in text:
+        return text
+    return str(_dumps([dict(zip(names, map(encode_text, row), strict=True)) for row in rows]))
 
 
 @dataclass
@@ -229,7 +332,7 @@ class RowBatch:
             state.doc = search.doc_row(agent, path, change.after, change.description, content)
             self.links += link_rows(agent, path, change.version, visible_at, content)
 
-    def take(self) -> list[Any]:
+    def take(self) -> dict[str, str]:
         """The parameters of ``WRITE`` for the rows gathered; the batch is then empty."""
         touched = [(a, p) for a, known in self.agents.items() for p in sorted(known.paths)]
         agents = []
@@ -247,27 +350,27 @@ class RowBatch:
             )
         closes = [(*key, *at) for key, at in self.closes.items()]
         gone = [key for key, s in self.paths.items() if s.row is None]
-        rows = [(*s.row, s.deleted) for s in self.paths.values() if s.row is not None]
+        rows = [s.row for s in self.paths.values() if s.row is not None and not s.deleted]
+        fresh = [s.row for s in self.paths.values() if s.row is not None and s.deleted]
         keys = [(*key, k, v) for key, s in self.paths.items() for k, v in s.keys.items()]
         replaced = [key for key, s in self.paths.items() if s.replaced]
-        blobs = [(*key, content) for key, content in self.blobs.items()]
+        blobs = [(*key, content.hex()) for key, content in self.blobs.items()]
         docs = [s.doc for s in self.paths.values() if s.doc is not None]
-        params: list[Any] = []
-        for table, width in (
-            (touched, 2),
-            (agents, 6),
-            (self.commits, 9),
-            (closes, 5),
-            (list(self.versions.values()), 13),
-            (gone, 2),
-            (rows, 11),
-            (keys, 4),
-            (replaced, 2),
-            (blobs, 3),
-            (gone, 2),
-            (docs, 12),
-            (self.links, 6),
-        ):
-            params.extend([row[i] for row in table] for i in range(width))
+        sources: dict[str, Collection[Sequence[Any]]] = {
+            "touched": touched,
+            "g": agents,
+            "commits": self.commits,
+            "closes": closes,
+            "versions": list(self.versions.values()),
+            "gone": gone,
+            "memories": rows,
+            "fresh": fresh,
+            "keys": keys,
+            "replaced": replaced,
+            "blobs": blobs,
+            "docs": docs,
+            "links": self.links,
+        }
+        params = {source: _json(source, rows) for source, rows in sources.items()}
         self.clear()
         return params

@@ -136,6 +136,7 @@ def agent_key(agent_id: str) -> int:
     return int.from_bytes(hashlib.sha256(agent_id.encode()).digest()[:4], "big", signed=True)
 
 
+Params = list[Any] | dict[str, str]
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _INSERT_COMMIT = (
     "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
@@ -163,16 +164,16 @@ class _Later:
     session, which then rolls back: the same all-or-nothing as one at a time."""
 
     def __init__(self) -> None:
-        self.sql: list[tuple[str, list[Any] | None]] = []
+        self.sql: list[tuple[str, Params | None]] = []
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> None:
         self.sql.append((query, [encode_text(p) for p in params] if params else None))
 
-    def executemany(self, query: str, rows: Iterable[Sequence[Any]]) -> None:
-        for row in rows:
-            self.execute(query, row)
+    def execute_named(self, query: str, params: dict[str, str]) -> None:
+        """``query`` with named parameters, held as given (already stored texts)."""
+        self.sql.append((query, params))
 
-    def take(self) -> list[tuple[str, list[Any] | None]]:
+    def take(self) -> list[tuple[str, Params | None]]:
         held, self.sql = self.sql, []
         return held
 
@@ -242,7 +243,7 @@ class PgWrite(PgRead):
     def _write_batch(self) -> None:
         """Hold the batch's rows' statement (``batch.WRITE``) for the next pipeline."""
         if self._batch:
-            self._later.execute(WRITE, self._batch.take())
+            self._later.execute_named(WRITE, self._batch.take())
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
         """Run ``sql`` now, after the statements held for later (and the batch's rows),
