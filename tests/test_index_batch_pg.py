@@ -21,7 +21,7 @@ from memfs.core.maintenance import reindex
 from memfs.core.planner import Delete, Move, Put
 from memfs.core.store import Store
 from memfs.derived.index.postgres import PostgresIndex
-from memfs.derived.index.postgres.batch import WRITE
+from memfs.derived.index.postgres.batch import KEYED_JOINS, WRITE, RowBatch
 from memfs.derived.index.rows import MemoryRow
 from memfs.domain.commits import CREATED, DELETED, MODIFIED, RENAMED, Change, Commit
 from memfs.domain.content import Scalar
@@ -262,13 +262,14 @@ def test_a_batch_is_the_same_statements_however_many_commits_it_holds(
                 for commit, contents in commits:
                     assert s.apply_commit(commit, commit.ts, contents, commit.to_bytes())
             counts.append(list(sent))
-        # BEGIN, the locks, the rows (sent together); then the rows' one statement, the
-        # clock step and COMMIT (sent together). The first batch's rename reads its
-        # content from the blobs rows (one SELECT, before any row is held); the second
-        # batch's four commits of two agents, a rename of the batch's own content
-        # among them, need nothing more.
-        assert counts[0] == ["BEGIN", "SELECT", "SELECT", "SELECT", "WITH", "WITH", "COMMIT"]
-        assert counts[1] == ["BEGIN", "SELECT", "SELECT", "WITH", "WITH", "COMMIT"], counts
+        # BEGIN, the locks, the rows (sent together); then the planner's settings (key
+        # lookups), the rows' one statement, the clock step and COMMIT (sent together).
+        # The first batch's rename reads its content from the blobs rows (one SELECT,
+        # before any row is held); the second batch's four commits of two agents, a
+        # rename of the batch's own content among them, need nothing more.
+        keyed = ["SELECT", "WITH", "WITH", "COMMIT"]
+        assert counts[0] == ["BEGIN", "SELECT", "SELECT", "SELECT", *keyed], counts
+        assert counts[1] == ["BEGIN", "SELECT", "SELECT", *keyed], counts
     finally:
         index.close()
 
@@ -375,5 +376,46 @@ def test_the_batch_statement_is_parsed_once_and_prepared(postgres_server: Postgr
                 "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'WITH a AS%%'"
             )
         assert prepared == [(1,)]
+    finally:
+        index.close()
+
+
+def test_the_batch_statement_looks_rows_up_by_their_keys(postgres_server: PostgresServer) -> None:
+    """The rows' statement finds the rows it updates and deletes (and those it counts
+    out of the agents' totals) by their primary keys, not by a scan of the whole table:
+    the planner takes each of its row sources for 100 rows, and a scan is what it
+    chose for a table of some thousands (one per batch, growing with the table)."""
+    url, index = _index(postgres_server)
+    log = _Log("a")
+    try:
+        for n in range(3):
+            commit, contents = log.commit([("put", f"n{n}.md", f"note {n}", {"n": n})])
+            with index.write_session() as s:
+                assert s.apply_commit(commit, commit.ts, contents, commit.to_bytes())
+        with psycopg.connect(url) as conn:
+            # A few thousand rows in each table a batch looks rows up in.
+            for table, key in (
+                ("memories", "path"),
+                ("versions", "path"),
+                ("memory_meta", "path"),
+                ("search_docs", "path"),
+            ):
+                conn.execute(
+                    f"INSERT INTO {table} SELECT (t).* FROM (SELECT"
+                    f" jsonb_populate_record(t, jsonb_build_object('{key}', t.{key} || g))"
+                    f" AS t FROM {table} t, generate_series(1, 3000) g) x"
+                )
+            conn.execute("ANALYZE")
+            commit, contents = log.commit(
+                [("put", "n1.md", "again", {"m": 1}), ("delete", "n2.md")]
+            )
+            conn.execute(KEYED_JOINS)
+            batch = RowBatch()
+            batch.add(commit, commit.ts, contents, {}, None)
+            plan = "\n".join(
+                str(row[0]) for row in conn.execute("EXPLAIN " + WRITE, batch.take()).fetchall()
+            )
+        for table in ("memories", "versions", "memory_meta", "search_docs"):
+            assert f"Seq Scan on {table}" not in plan, plan
     finally:
         index.close()

@@ -247,7 +247,7 @@ def test_a_group_commit_of_three_agents_is_two_round_trips(
 ) -> None:
     """Three agents' commits queued behind a running flush are indexed by the next one
     in two round trips (their locks and rows, then the rows written with COMMIT), where
-    naming each agent in turn took four, and in six statements: the three commits' rows
+    naming each agent in turn took four, and in seven statements: the three commits' rows
     are one statement (``postgres/batch.py``), where each commit took about ten; each
     is then readable."""
     store = Store(tmp_path / "data", backend=MemoryBackend(), index_location=postgres_url)
@@ -278,8 +278,9 @@ def test_a_group_commit_of_three_agents_is_two_round_trips(
             w.join(timeout=60)
         assert not errors, errors
         assert trips == ["pipeline", "pipeline"], trips
-        # BEGIN, the locks, the rows; the commits' rows, the clock step, COMMIT.
-        assert sent == ["BEGIN", "SELECT", "SELECT", "WITH", "WITH", "COMMIT"], sent
+        # BEGIN, the locks, the rows; the planner's settings, the commits' rows, the
+        # clock step, COMMIT.
+        assert sent == ["BEGIN", "SELECT", "SELECT", "SELECT", "WITH", "WITH", "COMMIT"], sent
         assert group.flushed - group.flushes == len(agents) - 1  # one flush held all three
         for agent in agents:
             assert store.read(agent, "/memories/n.md").content == b"note\n"

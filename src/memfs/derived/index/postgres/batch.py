@@ -217,6 +217,17 @@ WRITE = (
     " ON CONFLICT(agent_id, path, version, idx) DO UPDATE SET target=excluded.target,"
     " visible_from=excluded.visible_from) SELECT 1"
 )
+# Sent once per transaction before its first ``WRITE``. The planner takes every row
+# source of ``WRITE`` for 100 rows (a set-returning function's default estimate), and
+# with that many it joins a table of a few thousand rows by a hash of a whole scan of
+# it, where a batch names a handful of keys: measured, the statement then cost more than
+# the twelve statements per commit it replaced, and it grows with the table until the
+# planner turns to the primary keys (about 100k rows). Without hash and merge joins,
+# each key is looked up by its primary key. For the rest of the transaction only (the
+# clock step, COMMIT, a read by key).
+KEYED_JOINS = (
+    "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)"
+)
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 

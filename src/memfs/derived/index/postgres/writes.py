@@ -36,7 +36,7 @@ from typing import Any
 
 from psycopg import Cursor
 
-from memfs.derived.index.postgres.batch import WRITE, RowBatch
+from memfs.derived.index.postgres.batch import KEYED_JOINS, WRITE, RowBatch
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
 from memfs.derived.index.rows import (
     AgentRow,
@@ -223,6 +223,7 @@ class PgWrite(PgRead):
         # The rows of the commits applied since the last statement sent: written by
         # one statement at the head of the next pipeline (``_send``), however many.
         self._batch = RowBatch()
+        self._keyed = False  # KEYED_JOINS was sent in this transaction
         self._began = begin
         if begin is not None:
             self._later.execute(begin)  # sent with the first statement waited for
@@ -243,6 +244,9 @@ class PgWrite(PgRead):
     def _write_batch(self) -> None:
         """Hold the batch's rows' statement (``batch.WRITE``) for the next pipeline."""
         if self._batch:
+            if not self._keyed:
+                self._later.execute(KEYED_JOINS)
+                self._keyed = True
             self._later.execute_named(WRITE, self._batch.take())
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
@@ -521,6 +525,7 @@ class PgWrite(PgRead):
 
     def rollback_to(self, name: str) -> None:
         self._rows.clear()  # what was undone may have changed them
+        self._keyed = False  # a setting made since the savepoint is undone too
         self._run(f'ROLLBACK TO SAVEPOINT "{_name(name)}"')
 
     def release(self, name: str) -> None:
