@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from engine_postgres import PostgresServer
+from memfs.canonical import layout
 from memfs.canonical.backend import MemoryBackend
 from memfs.core.maintenance import reindex
 from memfs.core.planner import Delete, Move, Put
@@ -310,6 +311,35 @@ def test_racing_writers_through_the_store_leave_the_rows_a_reindex_makes(
             w.join(timeout=300)
         assert not any(w.is_alive() for w in writers)
         assert not errors, errors
+        # Entries a server died before indexing (an update with metadata, then a
+        # delete, of one path; a new path): the next write adopts them, several
+        # commits of one agent and one path in one write session.
+        heads = {agent: store.get_agent(agent).revision for agent in agents}
+        for agent in agents:
+            row = store.get_agent(agent)
+            old = store.read(agent, M + "a.md")
+            data = b"orphan\n"
+            sha = hashlib.sha256(data).hexdigest()
+            updated = Change(
+                M + "a.md",
+                MODIFIED,
+                old.version + 1,
+                old.sha256,
+                sha,
+                len(data),
+                content=data.decode(),
+                metadata={"o": 1},
+            )
+            deleted = Change(M + "a.md", DELETED, old.version + 2, sha, None)
+            made = Change(M + "o.md", CREATED, 1, None, sha, len(data), content=data.decode())
+            for n, changes in enumerate(((updated, made), (deleted,)), start=1):
+                entry = Commit(agent, row.revision + n, row.last_ts + n, "crashed", "", changes)
+                assert backend.put_if_absent(
+                    layout.log_key(agent, entry.revision), entry.to_bytes()
+                )
+        for agent in agents:
+            store.apply(agent, [Put(M + "a.md", b"made again\n")], actor="t")
+            assert store.get_agent(agent).revision == heads[agent] + 3
     finally:
         store.close()
     rebuilt = Store(tmp_path / "rebuilt", backend=backend)
@@ -343,6 +373,10 @@ def _agent_state(store: Store, agent: str) -> tuple[Any, ...]:
                 for m in memories
             ],
             [link[:4] for link in r.agent_links(agent)],  # not visible_from: a stamp
+            [  # the metadata rows the filters read
+                r.count_memories(agent, "/memories", depth_one=False, filters=[(k, v)])
+                for k, v in (("o", "1"), ("n", "4"), ("n", "3"))
+            ],
         )
 
 
