@@ -6,9 +6,10 @@ client ~75 us of Python each in a pipeline and PostgreSQL a parse/bind/execute r
 each: psycopg was half of a writer thread's CPU (docs/benchmarks.md). A ``RowBatch``
 takes every commit a session applies until its next statement is sent (a group
 commit's whole batch, a bulk load's next few hundred entries) and folds them into the
-rows they leave, one list per column, written by ``WRITE``: one statement of
-data-modifying CTEs reading ``unnest`` of those arrays, whatever the number of commits
-and changes.
+rows they leave, one JSON text per table, written by ``WRITE``: one statement of
+data-modifying CTEs reading those texts (``json_to_recordset``), whatever the number
+of commits and changes. The write transaction first turns hash and merge joins off
+(``KEYED_JOINS``), so each row it touches is found by its primary key.
 
 Every sub-statement of one statement sees the same snapshot (the rows before it) and
 none may touch a row another touches, so the fold leaves each row to one of them:
@@ -21,7 +22,7 @@ none may touch a row another touches, so the fold leaves each row to one of them
   inserted closed; only versions from before it are UPDATEd.
 - **memories**: a path's last state only (a row upserted twice in one ON CONFLICT is
   an error): a path left deleted is DELETEd; a live one upserted, keeping its
-  created_at unless it was deleted earlier in the batch (``fresh``: a re-create takes
+  created_at unless it was deleted earlier in the batch (the ``fresh`` rows: a re-create takes
   the new commit's, as the DELETE then INSERT of one commit at a time left it) or
   created earlier in it (then the first create's).
 - **memory_meta**: a path some change of the batch replaced keeps exactly its last

@@ -44,8 +44,8 @@ Conn = Connection[Any]  # any row factory: the schema's and the sessions' connec
 
 
 class Executes(Protocol):
-    """Where a statement goes: a connection, or a write session's batch of statements
-    sent later (``PgWrite.later``)."""
+    """Where a statement goes: a connection (a write session's rows go through
+    ``doc_row`` and ``postgres/batch.py`` instead)."""
 
     def execute(self, query: str, params: Sequence[Any]) -> object: ...
 
@@ -204,10 +204,6 @@ def _capped(words: str, limit: int) -> str:
         return words
     head = data[: limit + 1].decode("utf-8", "ignore")
     return head.rsplit(" ", 1)[0]
-
-
-def unindex_doc(conn: Executes, agent_id: str, path: str) -> None:
-    conn.execute("DELETE FROM search_docs WHERE agent_id=%s AND path=%s", (agent_id, path))
 
 
 def _lexeme(word: str) -> str:

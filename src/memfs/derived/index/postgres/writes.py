@@ -155,7 +155,7 @@ _INSERT_COMMIT = (
 )
 _NEW_ONLY = " ON CONFLICT DO NOTHING"
 # A bulk load writes its rows every LOAD_COMMITS entries, or sooner past LOAD_BYTES of
-# contents: a statement's arrays stay small, and the server works while this reads on.
+# contents: a statement's texts stay small, and the server works while this reads on.
 LOAD_COMMITS = 200
 LOAD_BYTES = 8 << 20
 _PUT_RUN = (
