@@ -45,3 +45,18 @@ def count_round_trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(psycopg.Cursor, "execute", counting)
     monkeypatch.setattr(psycopg.Connection, "pipeline", piped)
     return waited
+
+
+def count_statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The list each statement sent is appended to from now on (its first word: BEGIN,
+    SELECT, WITH, …), in a pipeline or not: a batch's rows are one WITH statement,
+    however many commits it holds."""
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(self: psycopg.Cursor[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query).split(" ", 1)[0])
+        return execute(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    return sent

@@ -44,8 +44,8 @@ Conn = Connection[Any]  # any row factory: the schema's and the sessions' connec
 
 
 class Executes(Protocol):
-    """Where a statement goes: a connection, or a write session's batch of statements
-    sent later (``PgWrite.later``)."""
+    """Where a statement goes: a connection (a write session's rows go through
+    ``doc_row`` and ``postgres/batch.py`` instead)."""
 
     def execute(self, query: str, params: Sequence[Any]) -> object: ...
 
@@ -98,19 +98,30 @@ GIN = "CREATE INDEX IF NOT EXISTS search_docs_words ON search_docs USING GIN(doc
 PATH_WORD_BYTES = 4 * 1024
 DESCRIPTION_WORD_BYTES = 16 * 1024
 BODY_WORD_BYTES = 160 * 1024
-_DOC = (
-    f"setweight(to_tsvector('{CONFIG}', %s), 'B')"
-    f" || setweight(to_tsvector('{CONFIG}', %s), 'A')"
-    f" || setweight(to_tsvector('{CONFIG}', %s), 'D')"
+
+
+def doc_of(path_words: str, description_words: str, body_words: str) -> str:
+    """The ``doc`` tsvector of the words given (SQL expressions or placeholders)."""
+    return (
+        f"setweight(to_tsvector('{CONFIG}', {path_words}), 'B')"
+        f" || setweight(to_tsvector('{CONFIG}', {description_words}), 'A')"
+        f" || setweight(to_tsvector('{CONFIG}', {body_words}), 'D')"
+    )
+
+
+_DOC = doc_of("%s", "%s", "%s")
+# What an upsert of a row replaces: everything but its key.
+UPSERT_SET = (
+    "sha256=excluded.sha256, description=excluded.description, body=excluded.body,"
+    " doc=excluded.doc, path_words=excluded.path_words,"
+    " folded_path_words=excluded.folded_path_words,"
+    " folded_description=excluded.folded_description, folded_body=excluded.folded_body"
 )
 _UPSERT = (
     "INSERT INTO search_docs(agent_id, path, sha256, description, body, path_words,"
     " folded_path_words, folded_description, folded_body, doc)"
     f" VALUES(%s, %s, %s, %s, %s, %s, %s, %s, %s, {_DOC})"
-    " ON CONFLICT(agent_id, path) DO UPDATE SET sha256=excluded.sha256,"
-    " description=excluded.description, body=excluded.body, doc=excluded.doc,"
-    " path_words=excluded.path_words, folded_path_words=excluded.folded_path_words,"
-    " folded_description=excluded.folded_description, folded_body=excluded.folded_body"
+    f" ON CONFLICT(agent_id, path) DO UPDATE SET {UPSERT_SET}"
 )
 _REFRESH = (
     "UPDATE search_docs SET path_words=%s, folded_path_words=%s, folded_description=%s,"
@@ -140,13 +151,19 @@ def index_doc(
 ) -> None:
     """(Re)index the live memory at ``path``; ``content`` None: not at hand (a row
     without a body and without a sha256, as the SQLite index makes)."""
+    conn.execute(_UPSERT, doc_row(agent_id, path, sha256, description, content))
+
+
+def doc_row(
+    agent_id: str, path: str, sha256: str | None, description: str | None, content: bytes | None
+) -> tuple[str | None, ...]:
+    """The parameters of ``_UPSERT`` (the row's columns, then its three fields' words)
+    for the live memory at ``path`` (``index_doc``)."""
     if content is None:
         sha256 = None
     body = _clean(body_text(content)) if content is not None else ""
     described = _clean(description or "")
-    conn.execute(
-        _UPSERT, (agent_id, path, sha256, described, body, *_derived(path, described, body))
-    )
+    return (agent_id, path, sha256, described, body, *_derived(path, described, body))
 
 
 def refresh_doc(conn: Conn, agent_id: str, path: str, description: str, body: str) -> None:
@@ -187,10 +204,6 @@ def _capped(words: str, limit: int) -> str:
         return words
     head = data[: limit + 1].decode("utf-8", "ignore")
     return head.rsplit(" ", 1)[0]
-
-
-def unindex_doc(conn: Executes, agent_id: str, path: str) -> None:
-    conn.execute("DELETE FROM search_docs WHERE agent_id=%s AND path=%s", (agent_id, path))
 
 
 def _lexeme(word: str) -> str:

@@ -36,22 +36,15 @@ from typing import Any
 
 from psycopg import Cursor
 
-from memfs.derived.index.links import link_rows
-from memfs.derived.index.postgres import search
+from memfs.derived.index.postgres.batch import KEYED_JOINS, WRITE, RowBatch
 from memfs.derived.index.postgres.reads import Conn, PgRead, encode_text
-from memfs.derived.index.postgres.schema import ADD_LINK
 from memfs.derived.index.rows import (
     AgentRow,
     commit_head,
-    live_delta,
-    memory_row,
-    metadata_json,
-    version_row,
 )
 from memfs.derived.index.runs import RUN_COLUMNS, RUN_FIELDS
 from memfs.derived.index.schema import DERIVED_TABLES
 from memfs.domain.commits import Commit
-from memfs.domain.content import metadata_text
 from memfs.errors import CorruptionError
 
 # The index's lock: "memfs" in ASCII, a key no other application of the database is
@@ -99,17 +92,17 @@ _CLOCK_RAISE = "UPDATE meta SET value=GREATEST(value, %s::int8, %s::int8 + GREAT
 _CLOCK_STEP = (
     f"WITH clock AS ({_CLOCK_RAISE} RETURNING value - %s::int8 AS shift),"
     " c AS (UPDATE commits t SET visible_at=t.visible_at + (SELECT shift FROM clock)"
-    " FROM unnest(%s::text[], %s::int8[]) s(agent_id, revision)"
+    " FROM json_to_recordset(%s::json) s(agent_id text, revision int8)"
     " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.revision=s.revision),"
     " v AS (UPDATE versions t SET"
     " visible_from=t.visible_from + CASE WHEN s.opened THEN (SELECT shift FROM clock) ELSE 0 END,"
     " visible_to=t.visible_to + CASE WHEN s.closed THEN (SELECT shift FROM clock) ELSE 0 END"
-    " FROM unnest(%s::text[], %s::text[], %s::int8[], %s::bool[], %s::bool[])"
-    " s(agent_id, path, version, opened, closed)"
+    " FROM json_to_recordset(%s::json)"
+    " s(agent_id text, path text, version int8, opened bool, closed bool)"
     " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.path=s.path"
     " AND t.version=s.version),"
     " r AS (UPDATE run_steps t SET visible_at=t.visible_at + (SELECT shift FROM clock)"
-    " FROM unnest(%s::text[], %s::text[], %s::int8[]) s(agent_id, run_id, seq)"
+    " FROM json_to_recordset(%s::json) s(agent_id text, run_id text, seq int8)"
     " WHERE (SELECT shift FROM clock) > 0 AND t.agent_id=s.agent_id AND t.run_id=s.run_id"
     " AND t.seq=s.seq)"
     " SELECT 1"
@@ -129,13 +122,24 @@ class _Stamped:
         flags = self.versions.setdefault((agent_id, path, version), [False, False])
         flags[0 if opened else 1] = True
 
-    def params(self) -> list[Any]:
-        """The arrays of ``_CLOCK_STEP`` after its four clock parameters."""
-        versions = [(*key, *flags) for key, flags in self.versions.items()]
-        out: list[Any] = []
-        for rows, width in ((self.commits, 2), (versions, 5), (self.steps, 3)):
-            out.extend([row[i] for row in rows] for i in range(width))
-        return out
+    def params(self) -> list[str]:
+        """The rows of ``_CLOCK_STEP`` after its four clock parameters: a JSON text per
+        kind (ids and paths hold no character ``encode_text`` changes), parameters
+        whose types never change, so the statement is prepared once per connection
+        and not planned again per session (a quarter of a millisecond of PostgreSQL's
+        CPU, measured, when it took a text or number array per column)."""
+        return [
+            str(_dumps([{"agent_id": a, "revision": r} for a, r in self.commits])),
+            str(
+                _dumps(
+                    [
+                        {"agent_id": a, "path": p, "version": v, "opened": o, "closed": c}
+                        for (a, p, v), (o, c) in self.versions.items()
+                    ]
+                )
+            ),
+            str(_dumps([{"agent_id": a, "run_id": r, "seq": q} for a, r, q in self.steps])),
+        ]
 
 
 def agent_key(agent_id: str) -> int:
@@ -143,12 +147,17 @@ def agent_key(agent_id: str) -> int:
     return int.from_bytes(hashlib.sha256(agent_id.encode()).digest()[:4], "big", signed=True)
 
 
+Params = list[Any] | dict[str, str]
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _INSERT_COMMIT = (
     "INSERT INTO commits(agent_id, revision, ts, visible_at, actor, message,"
     " change_count, head_changes, changes) VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s)"
 )
 _NEW_ONLY = " ON CONFLICT DO NOTHING"
+# A bulk load writes its rows every LOAD_COMMITS entries, or sooner past LOAD_BYTES of
+# contents: a statement's texts stay small, and the server works while this reads on.
+LOAD_COMMITS = 200
+LOAD_BYTES = 8 << 20
 _PUT_RUN = (
     f"INSERT INTO runs({RUN_COLUMNS}) VALUES({','.join(['%s'] * len(RUN_FIELDS))})"
     " ON CONFLICT(agent_id, run_id) DO UPDATE SET "
@@ -166,33 +175,18 @@ class _Later:
     session, which then rolls back: the same all-or-nothing as one at a time."""
 
     def __init__(self) -> None:
-        self.sql: list[tuple[str, list[Any] | None]] = []
+        self.sql: list[tuple[str, Params | None]] = []
 
     def execute(self, query: str, params: Sequence[Any] = ()) -> None:
         self.sql.append((query, [encode_text(p) for p in params] if params else None))
 
-    def executemany(self, query: str, rows: Iterable[Sequence[Any]]) -> None:
-        for row in rows:
-            self.execute(query, row)
+    def execute_named(self, query: str, params: dict[str, str]) -> None:
+        """``query`` with named parameters, held as given (already stored texts)."""
+        self.sql.append((query, params))
 
-    def take(self) -> list[tuple[str, list[Any] | None]]:
+    def take(self) -> list[tuple[str, Params | None]]:
         held, self.sql = self.sql, []
         return held
-
-
-class _Now:
-    """The same calls as ``_Later``, each sent at once: inside ``bulk_load``'s own
-    pipeline, which already sends nothing until its end."""
-
-    def __init__(self, session: PgWrite) -> None:
-        self.session = session
-
-    def execute(self, query: str, params: Sequence[Any] = ()) -> None:
-        self.session._run(query, params)
-
-    def executemany(self, query: str, rows: Iterable[Sequence[Any]]) -> None:
-        with self.session.conn.cursor() as cur:
-            cur.executemany(query, [[encode_text(p) for p in row] for row in rows])
 
 
 def summary(entry: bytes) -> tuple[int, str, str]:
@@ -237,6 +231,10 @@ class PgWrite(PgRead):
         # stamp given from an older one is made final by the clock step (``finish``).
         self._clock: int | None = None
         self._later = _Later()
+        # The rows of the commits applied since the last statement sent: written by
+        # one statement at the head of the next pipeline (``_send``), however many.
+        self._batch = RowBatch()
+        self._keyed = False  # KEYED_JOINS was sent in this transaction
         self._began = begin
         if begin is not None:
             self._later.execute(begin)  # sent with the first statement waited for
@@ -244,6 +242,7 @@ class PgWrite(PgRead):
     def _send(self, last: tuple[str, Sequence[Any]] | None = None) -> Cursor[Any] | None:
         """Send the statements held for later, then ``last``, in one pipeline; the
         cursor of ``last`` (holding its answer)."""
+        self._write_batch()
         held = self._later.take()
         cur = self._cursor()  # the session's one cursor: answers of held ones unread
         with self.conn.pipeline():
@@ -253,11 +252,19 @@ class PgWrite(PgRead):
                 return super()._run(*last)
         return None
 
+    def _write_batch(self) -> None:
+        """Hold the batch's rows' statement (``batch.WRITE``) for the next pipeline."""
+        if self._batch:
+            if not self._keyed:
+                self._later.execute(KEYED_JOINS)
+                self._keyed = True
+            self._later.execute_named(WRITE, self._batch.take())
+
     def _run(self, sql: str, params: Sequence[Any] = ()) -> Cursor[Any]:
-        """Run ``sql`` now, after the statements held for later, in the same round
-        trip: the cursor holds the answer of ``sql``."""
+        """Run ``sql`` now, after the statements held for later (and the batch's rows),
+        in the same round trip: the cursor holds the answer of ``sql``."""
         self._forget_head()
-        if not self._later.sql:
+        if not self._later.sql and not self._batch:
             return super()._run(sql, params)
         cur = self._send((sql, params))
         assert cur is not None
@@ -304,6 +311,7 @@ class PgWrite(PgRead):
         rows or raised the clock, the clock step: all in one round trip, its answer
         waited for (a write is acknowledged once committed). False: nothing is left
         to end."""
+        self._write_batch()  # before the clock step, which shifts the rows' stamps
         if self._given is not None or self._raise_to is not None:
             least, most = self._given or (None, None)
             self._later.execute(
@@ -331,7 +339,7 @@ class PgWrite(PgRead):
             # written together, and erased together): the row is new, so nothing waits
             # for the insert's answer (a round trip fewer). Without ON CONFLICT: were
             # that ever untrue, the session fails rather than write the rows twice.
-            self._later.execute(_INSERT_COMMIT, _commit_values(commit, visible_at, entry))
+            row: tuple[Any, ...] | None = _commit_values(commit, visible_at, entry)
         elif (
             self._run(
                 _INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry)
@@ -339,9 +347,11 @@ class PgWrite(PgRead):
             == 0
         ):
             return False
-        # The rest depends on no answer: held, and sent with the clock step and COMMIT
-        # (or the next statement waited for), rather than one round trip each.
-        self._apply_changes(commit, visible_at, contents, self._later)
+        else:
+            row = None
+        # The rest depends on no answer: gathered, and written with the clock step and
+        # COMMIT (or the next statement waited for), with the batch's other commits.
+        self._apply_changes(commit, visible_at, contents, row)
         if known is not None:  # as the agents row's UPDATE leaves it
             self._rows[agent] = dataclasses.replace(
                 known,
@@ -356,9 +366,6 @@ class PgWrite(PgRead):
             if change.version > 1:
                 stamps.version(agent, change.path, change.version - 1, opened=False)
         return True
-
-    def _insert_commit(self, commit: Commit, visible_at: int, entry: bytes) -> Cursor[Any]:
-        return self._run(_INSERT_COMMIT + _NEW_ONLY, _commit_values(commit, visible_at, entry))
 
     def agent(self, agent_id: str) -> AgentRow | None:
         """The agent's row, read under its lock (taken first, in the same round trip);
@@ -406,85 +413,29 @@ class PgWrite(PgRead):
         return self._clock
 
     def _apply_changes(
-        self, commit: Commit, visible_at: int, contents: dict[str, bytes], out: _Later | _Now
+        self,
+        commit: Commit,
+        visible_at: int,
+        contents: dict[str, bytes],
+        commit_row: tuple[Any, ...] | None,
     ) -> None:
         agent = commit.agent_id
-        # The agent's row in one statement, before the memories rows change: its count
-        # and bytes lose the touched paths' old rows (read now) and gain the rows the
-        # commit leaves there; one UPDATE (one row version, one statement) where the
-        # SQLite index takes two.
-        count, size = live_delta(commit)
-        out.execute(
-            "UPDATE agents SET revision=GREATEST(revision, %s), last_ts=GREATEST(last_ts, %s),"
-            " name=COALESCE(%s, name), (memory_count, memory_bytes)=(SELECT"
-            " agents.memory_count-COUNT(*)+%s, agents.memory_bytes-COALESCE(SUM(bytes), 0)+%s"
-            " FROM memories WHERE agent_id=%s AND path=ANY(%s)) WHERE agent_id=%s",
-            (
-                commit.revision,
-                commit.ts,
-                commit.agent_name,
-                count,
-                size,
-                agent,
-                sorted({c.path for c in commit.changes}),
-                agent,
-            ),
-        )
+        cached: dict[str, bytes | None] = {}
         for change in commit.changes:
-            if change.version > 1:
-                out.execute(
-                    "UPDATE versions SET valid_to=%s, visible_to=%s"
-                    " WHERE agent_id=%s AND path=%s AND version=%s",
-                    (commit.ts, visible_at, agent, change.path, change.version - 1),
-                )
-            description, metadata = change.description, change.metadata
-            meta_json = metadata_json(change)
-            out.execute(
-                "INSERT INTO versions VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,NULL,%s,NULL)",
-                version_row(commit, change, visible_at, meta_json),
-            )
-            if change.before is not None:
-                out.execute(
-                    "DELETE FROM memory_meta WHERE agent_id=%s AND path=%s", (agent, change.path)
-                )
-            if change.after is None:
-                out.execute(
-                    "DELETE FROM memories WHERE agent_id=%s AND path=%s", (agent, change.path)
-                )
-                search.unindex_doc(out, agent, change.path)
+            sha = change.after
+            if sha is None or sha in contents or sha in cached:
                 continue
-            out.execute(  # an update keeps the memory's created_at
-                "INSERT INTO memories VALUES(%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                " ON CONFLICT(agent_id, path) DO UPDATE SET version=excluded.version,"
-                " sha256=excluded.sha256, bytes=excluded.bytes,"
-                " description=excluded.description, metadata=excluded.metadata,"
-                " updated_at=excluded.updated_at, listing=excluded.listing",
-                memory_row(commit, change, meta_json),
-            )
-            if metadata:
-                out.executemany(
-                    "INSERT INTO memory_meta VALUES(%s,%s,%s,%s) ON CONFLICT(agent_id, path,"
-                    " key) DO UPDATE SET value=excluded.value",
-                    [(agent, change.path, k, metadata_text(v)) for k, v in metadata.items()],
-                )
-            if change.after in contents:
-                out.execute(
-                    "INSERT INTO blobs VALUES(%s,%s,%s) ON CONFLICT DO NOTHING",
-                    (agent, change.after, contents[change.after]),
-                )
-            # A rename brings no content along: its bytes are the cached ones (the one
-            # answer waited for: the statements held so far go with it).
-            content = contents.get(change.after)
+            # A rename brings no content along: its bytes are the cached ones, this
+            # batch's own or the blobs row's (the one answer waited for: the statements
+            # held so far, the batch's rows among them, go with it).
+            content = self._batch.blob(agent, sha)
             if content is None:
-                row = self._one(
-                    "SELECT content FROM blobs WHERE agent_id=%s AND sha256=%s",
-                    (agent, change.after),
+                found = self._one(
+                    "SELECT content FROM blobs WHERE agent_id=%s AND sha256=%s", (agent, sha)
                 )
-                content = bytes(row[0]) if row is not None else None
-            search.index_doc(out, agent, change.path, change.after, description, content)
-            links = link_rows(agent, change.path, change.version, visible_at, content)
-            if links:
-                out.executemany(ADD_LINK, links)
+                content = bytes(found[0]) if found is not None else None
+            cached[sha] = content
+        self._batch.add(commit, visible_at, contents, cached, commit_row)
 
     def bulk_load(
         self,
@@ -504,7 +455,7 @@ class PgWrite(PgRead):
     def _load(
         self, entries: Iterable[tuple[str, str, dict[str, Any]]], blob: Callable[[str], bytes]
     ) -> int:
-        count = 0
+        count = held = 0
         for where, text, doc in entries:
             try:
                 commit = Commit.from_doc(doc, where=where)
@@ -526,10 +477,16 @@ class PgWrite(PgRead):
                     contents[change.after] = data
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
-            self._insert_commit(commit, commit.ts, text.encode())
-            self._apply_changes(commit, commit.ts, contents, _Now(self))
+            self._apply_changes(
+                commit, commit.ts, contents, _commit_values(commit, commit.ts, text.encode())
+            )
             self._raise(commit.ts)  # the log's own stamps: the clock is raised to them
             count += 1
+            held += sum(len(c) for c in contents.values()) + len(text)
+            if count % LOAD_COMMITS == 0 or held > LOAD_BYTES:
+                self._send()  # the batch's rows, in this pipeline (nothing waited for)
+                held = 0
+        self._send()  # the rest: an error in them is this call's
         return count
 
     def clear_damage(self, agent_id: str) -> None:
@@ -579,6 +536,7 @@ class PgWrite(PgRead):
 
     def rollback_to(self, name: str) -> None:
         self._rows.clear()  # what was undone may have changed them
+        self._keyed = False  # a setting made since the savepoint is undone too
         self._run(f'ROLLBACK TO SAVEPOINT "{_name(name)}"')
 
     def release(self, name: str) -> None:
