@@ -6,10 +6,12 @@ One commit, in order:
 1. **Plan** on one read (``plan_head``: one SQLite statement for the agent's head,
    revision N and last timestamp, and the planner's path states), and the timestamp
    ``ts = max(now, last_ts + 1, clock + 1)``;
-   the entry encoded. A batch at a time (``Committer.planning``): the caller queues,
-   and one thread plans every commit waiting in ONE read session, so that 16 writers'
-   planning is not 16 threads' (docs/benchmarks.md, "Batched planning, fewer runnable
-   threads, the tree file's create").
+   the entry encoded. A batch at a time (``Committer.planning``): while a commit is
+   being planned, the callers arriving queue, and one thread plans every commit
+   waiting in ONE read session, so that 16 writers' planning is not 16 threads'
+   (docs/benchmarks.md, "Batched planning, fewer runnable threads, the tree file's
+   create"); a caller that finds nobody planning plans its own on its thread, with
+   no queue (``WakingGroupCommit.lead_alone``).
 2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
    the working-tree files, then create
    log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
@@ -301,13 +303,24 @@ class Committer:
         the index up from the log): ``cas.LOST`` when another writer took entry N + 1
         first, or when an answer that writes nothing was judged on a stale head.
 
-        The attempt queues to be planned (``planning``): one thread plans every commit
-        waiting, in one read session, and encodes their entries; each caller then stages
+        The attempt is planned on this thread when nobody else is planning (the single
+        writer's case), else it queues to be planned (``planning``): one thread plans
+        every commit waiting, in one read session, and encodes their entries; each
+        caller then stages
         its tree files and makes its entry durable on its own thread (the fdatasyncs of
         a batch overlap, with the GIL released) and queues it to be indexed."""
         req = _Request(agent_id, ops, attempt, actor, message, agent_name, read_back)
         if self.plan_in_batches:
-            self.planning.submit(req, self._plan_batch)
+            planning = self.planning
+            if planning.lead_alone():
+                # Nobody else plans: this caller plans its own, with no batch around
+                # it (a single writer's fast path); commits arriving meanwhile queue.
+                try:
+                    self._plan_alone(req)
+                finally:
+                    planning.end_alone()
+            else:
+                planning.submit(req, self._plan_batch)
         if req.error is not None:
             raise req.error
         if req.answer is not None:
