@@ -84,6 +84,21 @@ class CommitResult:
     row: MemoryRow | None = None  # the memory asked for by ``read_back``, after the commit
 
 
+# ``base.NextCommit.apply_next_commit``, as the flush finds it on a write session.
+_ApplyNext = Callable[[Commit, str, dict[str, bytes], bytes], "int | None"]
+
+
+def _applied_next(ix: WriteSession, apply_next: _ApplyNext, item: _Queued) -> bool:
+    """``item`` applied as its agent's next commit, its read-back row read (True);
+    False when the agent's row is not the one it was planned on (nothing written)."""
+    commit = item.commit
+    if apply_next(commit, item.store_id, item.plan.contents, item.entry) is None:
+        return False
+    if item.written is None:
+        item.row = _read(ix, commit.agent_id, item.read_back)
+    return True
+
+
 class Host(Protocol):
     """What the commit machinery needs of its Store (a protocol: no import cycle)."""
 
@@ -521,13 +536,24 @@ class Committer:
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
-            # Every agent's row first, in one call (``agent_rows``): PostgreSQL takes
-            # every agent's lock there, in one order for every server (two servers'
-            # batches naming x, y and y, x would deadlock otherwise). Each row is used
-            # as read here: a batch holds one commit per agent, its commits taking
-            # turns, and a second one would read its row afresh.
-            heads = ix.agent_rows(sorted({q.commit.agent_id for q in batch}))
+            # An engine whose write lock covers every agent (SQLite) may apply a commit
+            # with its agent's row checked inside the commits row's INSERT
+            # (``base.NextCommit``): the row is read below only when that misses.
+            apply_next: _ApplyNext | None = getattr(ix, "apply_next_commit", None)
+            # Else every agent's row first, in one call (``agent_rows``): PostgreSQL
+            # takes every agent's lock there, in one order for every server (two
+            # servers' batches naming x, y and y, x would deadlock otherwise). Each row
+            # is used as read here: a batch holds one commit per agent, its commits
+            # taking turns, and a second one would read its row afresh.
+            heads = (
+                ix.agent_rows(sorted({q.commit.agent_id for q in batch}))
+                if apply_next is None
+                else {}
+            )
             for item in order:
+                if apply_next is not None and _applied_next(ix, apply_next, item):
+                    applied.append(item)
+                    continue
                 commit = item.commit
                 agent_id = commit.agent_id
                 row = heads.pop(agent_id) if agent_id in heads else ix.agent(agent_id)
