@@ -204,7 +204,9 @@ def _apply_rows(
             content = bytes(row[0]) if row is not None else None
         # Its full-text row is made later, many documents at a time (search.flush).
         search.mark(conn, agent, change.path)
-        add_links(conn, link_rows(agent, change.path, change.version, visible_at, content))
+        links = link_rows(agent, change.path, change.version, visible_at, content)
+        if links:  # most memories link nowhere: no executemany of nothing
+            add_links(conn, links)
     name_sql = ", name=?" if commit.agent_name is not None else ""
     count, size = live_delta(commit)
     params: list[object] = [commit.revision, commit.ts, count - gone, size - gone_bytes]
