@@ -228,8 +228,17 @@ def floor_run(where: Path, n: int, *, by_part: bool) -> tuple[float, dict[str, f
             floor.commit(i, data, clock)
         after = resource.getrusage(resource.RUSAGE_SELF)
         floor.close()
+    _split(before, after, n)
     cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / n
     return cpu, {part: ns / n / 1e9 for part, ns in spent.items()}
+
+
+SPLIT: list[tuple[float, float]] = []  # (user, system) per commit of each run, in order
+
+
+def _split(before: resource.struct_rusage, after: resource.struct_rusage, n: int) -> None:
+    user = (after.ru_utime - before.ru_utime) / n
+    SPLIT.append((user, (after.ru_stime - before.ru_stime) / n))
 
 
 def clock_cost(n: int = 20000) -> float:
@@ -259,6 +268,7 @@ def memfs_run(where: Path, n: int) -> float:
             store.write(AGENT, f"/memories/docs/d{i:07d}.md", docs[i], actor="bench")
         after = resource.getrusage(resource.RUSAGE_SELF)
         store.close()
+    _split(before, after, n)
     return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) / n
 
 
@@ -335,8 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         memfs.append(memfs_run(args.dir, args.n))
         _, by = floor_run(args.dir, args.n, by_part=True)
         parts.append({p: max(0.0, s - tick) for p, s in by.items()})
-        print(f"  round {r + 1}: floor {floors[-1] * 1e3:.3f} ms CPU per create, "
-              f"memfs {memfs[-1] * 1e3:.3f} ms: memfs / floor {memfs[-1] / floors[-1]:.2f}x")
+        (fu, fs), (mu, ms) = SPLIT[-3], SPLIT[-2]
+        print(f"  round {r + 1}: floor {floors[-1] * 1e3:.3f} ms CPU per create "
+              f"(user {fu * 1e3:.3f}, system {fs * 1e3:.3f}), memfs {memfs[-1] * 1e3:.3f} ms "
+              f"(user {mu * 1e3:.3f}, system {ms * 1e3:.3f}): "
+              f"memfs / floor {memfs[-1] / floors[-1]:.2f}x")
     if args.rounds:
         timed(floors, memfs, parts, tick)
     if args.instructions:
