@@ -1,6 +1,7 @@
 """A commit's SQLite statements: the planning read is one statement (the agent's head,
 its damage, the clock and every path's state, in autocommit: one snapshot), and the
-write transaction reads the agent's row once, then writes its rows.
+write transaction writes its rows, the agent's row and the clock read inside the commits
+row's INSERT (it goes ahead only on the row the commit was planned on).
 
 Counted by a trace callback on every index connection (transaction control included),
 so a statement added to the commit path fails here with the list of what ran."""
@@ -59,20 +60,21 @@ def _run(tmp_path: Path, statements: list[str], *, updates: bool) -> list[str]:
     return ran
 
 
-def test_a_create_runs_eleven_statements(tmp_path: Path, traced: list[str]) -> None:
+def test_a_create_runs_ten_statements(tmp_path: Path, traced: list[str]) -> None:
     ran = _run(tmp_path, traced, updates=False)
-    # The planning read (no BEGIN/COMMIT around it); BEGIN IMMEDIATE, the agent's row
-    # and the clock, the commits, versions, memories, memory_meta, blobs and
-    # search_pending rows, the agent's counters, COMMIT.
-    assert len(ran) == 11 * N, "\n".join(s[:100] for s in ran[:14])
-    first = ran[:11]
+    # The planning read (no BEGIN/COMMIT around it); BEGIN IMMEDIATE, the commits row
+    # (the agent's row and the clock read inside it), the versions, memories,
+    # memory_meta, blobs and search_pending rows, the agent's counters, COMMIT.
+    assert len(ran) == 10 * N, "\n".join(s[:100] for s in ran[:14])
+    first = ran[:10]
     assert first[0].startswith("WITH p(path) AS (VALUES") and "agents a" in first[0]
     assert first[1] == "BEGIN IMMEDIATE" and first[-1] == "COMMIT"
+    assert first[2].startswith("INSERT OR IGNORE INTO commits VALUES") and "FROM agents" in first[2]
     assert "BEGIN" not in ran  # no read transaction of its own
 
 
-def test_an_update_runs_thirteen_statements(tmp_path: Path, traced: list[str]) -> None:
+def test_an_update_runs_twelve_statements(tmp_path: Path, traced: list[str]) -> None:
     # As a create, and the old version closed and the old metadata rows removed.
     ran = _run(tmp_path, traced, updates=True)
-    assert len(ran) == 13 * N, "\n".join(s[:100] for s in ran[:16])
+    assert len(ran) == 12 * N, "\n".join(s[:100] for s in ran[:16])
     assert "BEGIN" not in ran

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from memfs.core.store import Store
 from memfs.domain import paths
@@ -250,3 +253,40 @@ def test_simple_ids() -> None:
     for bad in ["", "k" * 129, "a/b", ".", "..", "sp ace", "\u00e9"]:
         with pytest.raises(InvalidRequest):
             paths.simple_id(bad, field="triggerId")
+
+
+# ---- the ASCII fast path of memory_path --------------------------------------------
+
+# Segments built of pieces that matter to the checks: "git" in any case, dots, spaces,
+# '~1', reserved and forbidden characters, long runs.
+_ASCII_SEGMENT = st.lists(
+    st.sampled_from(
+        ["a", "G", "i", "T", "git", ".git", "GIT~1", "~", ".", " ", "-", "\\", "\x00",
+         "\x1f", "\x7f", paths.TEMP_PREFIX, "x" * 130]
+    ),
+    max_size=6,
+).map("".join)
+
+
+def _verdict(check: Callable[[], None]) -> str | None:
+    try:
+        check()
+    except InvalidRequest as exc:
+        return exc.message
+    return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_ASCII_SEGMENT, min_size=1, max_size=10))
+@example(["docs", ".Git. "])
+@example(["gIt~1"])
+@example(["a" * 256])
+@example(["a" * 255] * 4 + ["b" * 10])
+def test_an_ascii_path_is_judged_as_the_full_check_judges_it(segments: list[str]) -> None:
+    # ASCII paths skip NFC, the byte count and the surrogate and .git scans when no
+    # "git" is there: the same paths pass, and the same refusal names the same fault.
+    value = "/memories/" + "/".join(segments)
+    assert value.isascii()
+    fast = _verdict(lambda: paths._check_segments(value, "path", ascii=True))
+    full = _verdict(lambda: paths._check_segments(value, "path"))
+    assert fast == full

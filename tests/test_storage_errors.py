@@ -91,18 +91,22 @@ def test_a_durable_commit_is_acknowledged_when_the_index_fails(
 ) -> None:
     api.create_agent()
     real = index.SqliteWrite.apply_commit
+    real_next = index.SqliteWrite.apply_next_commit
     failed: list[int] = []
 
     def disk_full(*args: Any, **kwargs: Any) -> bool:
         failed.append(1)
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    # The store applies commits through its write session: fail it there.
+    # The store applies commits through its write session (a commit planned on the
+    # agent's row as it stands, through apply_next_commit): fail it there.
     monkeypatch.setattr(index.SqliteWrite, "apply_commit", disk_full)
+    monkeypatch.setattr(index.SqliteWrite, "apply_next_commit", disk_full)
     first = api.put(memory_url("/memories/a.md"), content=b"committed", headers=MARKDOWN)
     assert failed, "the index's apply_commit was never called: the fault missed"
     assert first.status_code == 201, first.text  # the log entry is the commit
     monkeypatch.setattr(index.SqliteWrite, "apply_commit", real)
+    monkeypatch.setattr(index.SqliteWrite, "apply_next_commit", real_next)
     second = api.put(memory_url("/memories/b.md"), content=b"next", headers=MARKDOWN)
     assert second.status_code == 201
     # The index caught up with the log on that write: nothing was lost.

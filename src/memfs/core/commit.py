@@ -6,10 +6,12 @@ One commit, in order:
 1. **Plan** on one read (``plan_head``: one SQLite statement for the agent's head,
    revision N and last timestamp, and the planner's path states), and the timestamp
    ``ts = max(now, last_ts + 1, clock + 1)``;
-   the entry encoded. A batch at a time (``Committer.planning``): the caller queues,
-   and one thread plans every commit waiting in ONE read session, so that 16 writers'
-   planning is not 16 threads' (docs/benchmarks.md, "Batched planning, fewer runnable
-   threads, the tree file's create").
+   the entry encoded. A batch at a time (``Committer.planning``): while a commit is
+   being planned, the callers arriving queue, and one thread plans every commit
+   waiting in ONE read session, so that 16 writers' planning is not 16 threads'
+   (docs/benchmarks.md, "Batched planning, fewer runnable threads, the tree file's
+   create"); a caller that finds nobody planning plans its own on its thread, with
+   no queue (``WakingGroupCommit.lead_alone``).
 2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
    the working-tree files, then create
    log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
@@ -80,6 +82,21 @@ class CommitResult:
     revision: int
     commit: Commit | None
     row: MemoryRow | None = None  # the memory asked for by ``read_back``, after the commit
+
+
+# ``base.NextCommit.apply_next_commit``, as the flush finds it on a write session.
+_ApplyNext = Callable[[Commit, str, dict[str, bytes], bytes], "int | None"]
+
+
+def _applied_next(ix: WriteSession, apply_next: _ApplyNext, item: _Queued) -> bool:
+    """``item`` applied as its agent's next commit, its read-back row read (True);
+    False when the agent's row is not the one it was planned on (nothing written)."""
+    commit = item.commit
+    if apply_next(commit, item.store_id, item.plan.contents, item.entry) is None:
+        return False
+    if item.written is None:
+        item.row = _read(ix, commit.agent_id, item.read_back)
+    return True
 
 
 class Host(Protocol):
@@ -301,13 +318,24 @@ class Committer:
         the index up from the log): ``cas.LOST`` when another writer took entry N + 1
         first, or when an answer that writes nothing was judged on a stale head.
 
-        The attempt queues to be planned (``planning``): one thread plans every commit
-        waiting, in one read session, and encodes their entries; each caller then stages
+        The attempt is planned on this thread when nobody else is planning (the single
+        writer's case), else it queues to be planned (``planning``): one thread plans
+        every commit waiting, in one read session, and encodes their entries; each
+        caller then stages
         its tree files and makes its entry durable on its own thread (the fdatasyncs of
         a batch overlap, with the GIL released) and queues it to be indexed."""
         req = _Request(agent_id, ops, attempt, actor, message, agent_name, read_back)
         if self.plan_in_batches:
-            self.planning.submit(req, self._plan_batch)
+            planning = self.planning
+            if planning.lead_alone():
+                # Nobody else plans: this caller plans its own, with no batch around
+                # it (a single writer's fast path); commits arriving meanwhile queue.
+                try:
+                    self._plan_alone(req)
+                finally:
+                    planning.end_alone()
+            else:
+                planning.submit(req, self._plan_batch)
         if req.error is not None:
             raise req.error
         if req.answer is not None:
@@ -508,13 +536,24 @@ class Committer:
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
         applied: list[_Queued] = []
         with self.store.index.write_session() as ix:
-            # Every agent's row first, in one call (``agent_rows``): PostgreSQL takes
-            # every agent's lock there, in one order for every server (two servers'
-            # batches naming x, y and y, x would deadlock otherwise). Each row is used
-            # as read here: a batch holds one commit per agent, its commits taking
-            # turns, and a second one would read its row afresh.
-            heads = ix.agent_rows(sorted({q.commit.agent_id for q in batch}))
+            # An engine whose write lock covers every agent (SQLite) may apply a commit
+            # with its agent's row checked inside the commits row's INSERT
+            # (``base.NextCommit``): the row is read below only when that misses.
+            apply_next: _ApplyNext | None = getattr(ix, "apply_next_commit", None)
+            # Else every agent's row first, in one call (``agent_rows``): PostgreSQL
+            # takes every agent's lock there, in one order for every server (two
+            # servers' batches naming x, y and y, x would deadlock otherwise). Each row
+            # is used as read here: a batch holds one commit per agent, its commits
+            # taking turns, and a second one would read its row afresh.
+            heads = (
+                ix.agent_rows(sorted({q.commit.agent_id for q in batch}))
+                if apply_next is None
+                else {}
+            )
             for item in order:
+                if apply_next is not None and _applied_next(ix, apply_next, item):
+                    applied.append(item)
+                    continue
                 commit = item.commit
                 agent_id = commit.agent_id
                 row = heads.pop(agent_id) if agent_id in heads else ix.agent(agent_id)

@@ -9,12 +9,12 @@ contents are stored first as content-addressed blob objects.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import json.encoder
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from memfs.domain.content import Scalar
 from memfs.errors import CorruptionError
@@ -27,6 +27,26 @@ LOG_HEAD = 20
 
 CREATED, MODIFIED, DELETED, RENAMED = "created", "modified", "deleted", "renamed"
 OPERATIONS = (CREATED, MODIFIED, DELETED, RENAMED)
+
+
+_T = TypeVar("_T")
+
+
+class _once(Generic[_T]):
+    """``functools.cached_property`` without its lock (Python 3.11 takes an RLock on
+    every first read, and runs its ``__get__`` in Python): the value is computed on
+    the first read and put in the instance's ``__dict__``, where every later read
+    finds it without calling here. Two threads reading a new Change at once would
+    both compute the same text: harmless."""
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __get__(self, obj: object, owner: type | None = None) -> _T:
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
 
 
 @dataclass(frozen=True)
@@ -51,14 +71,14 @@ class Change:
     # entry joins it around the inline content, the index's commits row without it,
     # and the versions and memories rows take the metadata's text. Byte for byte what
     # ``json.dumps(to_json(), ensure_ascii=False, separators=(",", ":"))`` writes
-    # (property-tested). Cached on the frozen instance (cached_property writes its
-    # __dict__, not through __setattr__).
-    @functools.cached_property
+    # (property-tested). Cached on the frozen instance (``_once`` writes its __dict__,
+    # not through __setattr__).
+    @_once
     def metadata_text(self) -> str:
         """The metadata as JSON (``{}`` when there is none)."""
         return _encode(self.metadata) if self.metadata else "{}"
 
-    @functools.cached_property
+    @_once
     def _json_parts(self) -> tuple[str, str]:
         """The JSON text before where ``content`` goes, and after it."""
         s = _string

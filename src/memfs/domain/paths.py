@@ -123,13 +123,17 @@ def memory_path(value: str, *, field: str = "path") -> str:
     elif not isinstance(value, str):
         raise InvalidRequest("path must be a string", field=field)
     given = value
-    value = unicodedata.normalize("NFC", value)
+    # An ASCII path is its own NFC form (and one byte a character, no surrogate): a new
+    # path is checked once per create, so the common case skips what it cannot need.
+    ascii = value.isascii()
+    if not ascii:
+        value = unicodedata.normalize("NFC", value)
     if not value.startswith(ROOT + "/") or value == ROOT + "/":
         raise InvalidRequest(
             f"path must start with {ROOT}/ and name a file, e.g. /memories/notes/todo.md",
             field=field,
         )
-    _check_segments(value, field)
+    _check_segments(value, field, ascii=ascii)
     if type(given) is str:
         if len(_VALID_PATHS) >= _VALID_PATHS_MAX:
             _VALID_PATHS.clear()
@@ -156,15 +160,20 @@ def folder_prefix(value: str, *, field: str = "pathPrefix") -> str:
     return full
 
 
-def _check_segments(value: str, field: str) -> None:
-    if len(value.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+def _check_segments(value: str, field: str, *, ascii: bool = False) -> None:
+    """``value``'s length and characters, then each segment (``ascii``: the caller
+    found it ASCII, so its length is its size and it holds no surrogate)."""
+    size = len(value) if ascii else len(value.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
         raise InvalidRequest(f"path is longer than {MAX_PATH_BYTES} bytes", field=field)
-    if _SURROGATE.search(value):
+    if not ascii and _SURROGATE.search(value):
         raise InvalidRequest("path is not valid UTF-8", field=field)
     if _FORBIDDEN_CHAR.search(value):
         raise InvalidRequest(
             "path must not contain control characters, NUL or backslashes", field=field
         )
+    # An ASCII segment names a git folder only if it holds "git" in some case.
+    git = not ascii or "git" in value.lower()
     for segment in value[len(ROOT) + 1 :].split("/"):
         if segment in ("", ".", ".."):
             raise InvalidRequest(f"path {value!r} has an empty, '.' or '..' segment", field=field)
@@ -173,11 +182,11 @@ def _check_segments(value: str, field: str) -> None:
                 f"a path segment can't start with {TEMP_PREFIX} (reserved for temp files)",
                 field=field,
             )
-        if len(segment.encode()) > MAX_SEGMENT_BYTES:
+        if (len(segment) if ascii else len(segment.encode())) > MAX_SEGMENT_BYTES:
             raise InvalidRequest(
                 f"a path segment is longer than {MAX_SEGMENT_BYTES} bytes", field=field
             )
-        if is_git_segment(segment):
+        if git and is_git_segment(segment):
             raise InvalidRequest(
                 f"path {value!r} has a segment {segment!r}: .git is reserved (an operator's"
                 " git in the working tree would run what it holds)",

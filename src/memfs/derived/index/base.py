@@ -191,6 +191,22 @@ class WriteSession(ReadSession, Protocol):
     def purge_search(self) -> None: ...
 
 
+class NextCommit(Protocol):
+    """What a write session MAY offer besides ``WriteSession`` (SQLite's does; the
+    core asks with ``getattr``): a group commit's flush applies a commit without
+    reading the agent's row first, when the row is the one the commit was planned on.
+
+    ``apply_next_commit`` is ``apply_commit`` of ``commit`` made visible at its own
+    timestamp, done only when the agent's row is that of store ``store_id`` at revision
+    ``commit.revision - 1`` and the clock is before ``commit.ts``: its visible_at, else
+    None and nothing written (the caller then reads the row and decides: gone, behind,
+    applied before, or visible later than its timestamp)."""
+
+    def apply_next_commit(
+        self, commit: Commit, store_id: str, contents: dict[str, bytes], entry: bytes
+    ) -> int | None: ...
+
+
 class Index(Protocol):
     """A derived index: rebuildable from the log, answering in sessions."""
 

@@ -239,13 +239,45 @@ class Index:
             finally:
                 fcntl.flock(self._queue, fcntl.LOCK_UN)
 
-    @contextmanager
-    def write_session(self) -> Iterator[SqliteWrite]:
-        """``write`` as a ``base.WriteSession``: the Index seam's way in."""
-        with self.write() as conn:
-            session = SqliteWrite(conn, self.flush_search)
-            yield session
-        self._idle.noted(session.marked)
+    def write_session(self) -> _Writing:
+        """``write`` as a ``base.WriteSession``: the Index seam's way in (``_Writing``)."""
+        return _Writing(self)
+
+    def _begin_write(self) -> sqlite3.Connection:
+        """``write``'s start, for ``_Writing``: the thread's connection in BEGIN
+        IMMEDIATE, the write lock and the file's flock held (released on failure)."""
+        conn = self._connect()
+        self._writer.acquire()
+        try:
+            if self._queue < 0:
+                self._queue = os.open(self._queue_path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self._queue, fcntl.LOCK_EX)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                fcntl.flock(self._queue, fcntl.LOCK_UN)
+                raise
+        except BaseException:
+            self._writer.release()
+            raise
+        return conn
+
+    def _end_write(self, conn: sqlite3.Connection, failed: bool) -> None:
+        """``write``'s end, for ``_Writing``: COMMIT (ROLLBACK when the body ``failed``
+        or COMMIT did), then the flock and the write lock released."""
+        try:
+            try:
+                if not failed:
+                    conn.execute("COMMIT")
+                    self._checkpoints.noted()
+            finally:
+                # A failed COMMIT (a full disk) leaves the transaction open.
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+        finally:
+            fcntl.flock(self._queue, fcntl.LOCK_UN)
+            self._writer.release()
 
     @contextmanager
     def read_session(self) -> Iterator[SqliteRead]:
@@ -273,6 +305,28 @@ class Index:
             yield conn
         finally:
             conn.execute("COMMIT")
+
+
+class _Writing:
+    """``write_session``'s context manager: ``write`` spelled as a class, where it was
+    two nested generator-based context managers (``write``, then the session around
+    it), a few thousand instructions of every commit."""
+
+    __slots__ = ("_index", "_session")
+
+    def __init__(self, index: Index) -> None:
+        self._index = index
+
+    def __enter__(self) -> SqliteWrite:
+        index = self._index
+        self._session = session = SqliteWrite(index._begin_write(), index.flush_search)
+        return session
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        session = self._session
+        self._index._end_write(session.conn, kind is not None)
+        if kind is None:
+            self._index._idle.noted(session.marked)
 
 
 class _OneStatement:

@@ -308,6 +308,15 @@ class SqliteWrite(SqliteRead):
             self.marked += len(commit.changes)
         return applied
 
+    def apply_next_commit(
+        self, commit: Commit, store_id: str, contents: dict[str, bytes], entry: bytes
+    ) -> int | None:
+        """``base.NextCommit``: the agent's row read in the commits row's INSERT."""
+        visible_at = writes.apply_next_commit(self.conn, commit, store_id, contents)
+        if visible_at is not None:
+            self.marked += len(commit.changes)
+        return visible_at
+
     def agent_rows(self, agent_ids: Sequence[str]) -> dict[str, AgentRow | None]:
         # One lock for every agent, held already: each row as ``agent`` reads it.
         return {a: self.agent(a) for a in agent_ids}

@@ -68,6 +68,21 @@ _UNCOUNT = (
 )
 
 
+# The agent's next commit's row, made visible at its own timestamp: only when the
+# agent's row is the one it was planned on (that store, the revision before) and the
+# clock (``_CLOCK``) is still before that timestamp; else its visible_at is NULL and
+# the row is skipped (OR IGNORE), for the caller to read the agent's row and decide.
+# The write transaction's read of the agent's row, folded in. A scalar subquery in
+# VALUES, not INSERT … SELECT, and no RETURNING: each of those cost SQLite about
+# 24,000 instructions more (cachegrind, docs/benchmarks.md).
+_INSERT_NEXT_COMMIT = (
+    "INSERT OR IGNORE INTO commits VALUES(?1, ?2, ?3,"
+    " (SELECT ?3 FROM agents WHERE agent_id=?1 AND store_id=?9 AND revision=?2 - 1"
+    " AND ?3 > COALESCE((SELECT value FROM meta WHERE key='clock'), 0)"
+    " AND ?3 > COALESCE((SELECT MAX(visible_at) FROM commits), 0)), ?4, ?5, ?6, ?7, ?8)"
+)
+
+
 def apply_commit(
     conn: sqlite3.Connection,
     commit: Commit,
@@ -77,11 +92,10 @@ def apply_commit(
 ) -> bool:
     """Record ``commit``, whose log entry is ``entry`` (idempotent); ``contents`` maps
     sha256 → bytes for the cache."""
-    agent = commit.agent_id
     inserted = conn.execute(
         _INSERT_LIVE_COMMIT,
         (
-            agent,
+            commit.agent_id,
             commit.revision,
             commit.ts,
             visible_at,
@@ -92,6 +106,40 @@ def apply_commit(
     )
     if inserted.rowcount == 0:
         return False  # applied before
+    _apply_rows(conn, commit, visible_at, contents)
+    return True
+
+
+def apply_next_commit(
+    conn: sqlite3.Connection, commit: Commit, store_id: str, contents: dict[str, bytes]
+) -> int | None:
+    """``apply_commit`` of the agent's next revision, made visible at its timestamp,
+    when the agent's row is that of store ``store_id`` at the revision before and the
+    clock is before that timestamp: its visible_at, or None (nothing written): the
+    caller reads the row and decides."""
+    inserted = conn.execute(
+        _INSERT_NEXT_COMMIT,
+        (
+            commit.agent_id,
+            commit.revision,
+            commit.ts,
+            commit.actor,
+            commit.message,
+            *commit_changes(commit),
+            store_id,
+        ),
+    )
+    if inserted.rowcount == 0:
+        return None
+    _apply_rows(conn, commit, commit.ts, contents)
+    return commit.ts
+
+
+def _apply_rows(
+    conn: sqlite3.Connection, commit: Commit, visible_at: int, contents: dict[str, bytes]
+) -> None:
+    """Every row of ``commit`` but its commits row (inserted by the caller)."""
+    agent = commit.agent_id
     # The agent's count and bytes: the touched paths' old rows out now, their new
     # rows in with the revision below (the same transaction as the rows themselves).
     # A commit whose every change starts from nothing (creates) has no old rows. One
@@ -156,7 +204,9 @@ def apply_commit(
             content = bytes(row[0]) if row is not None else None
         # Its full-text row is made later, many documents at a time (search.flush).
         search.mark(conn, agent, change.path)
-        add_links(conn, link_rows(agent, change.path, change.version, visible_at, content))
+        links = link_rows(agent, change.path, change.version, visible_at, content)
+        if links:  # most memories link nowhere: no executemany of nothing
+            add_links(conn, links)
     name_sql = ", name=?" if commit.agent_name is not None else ""
     count, size = live_delta(commit)
     params: list[object] = [commit.revision, commit.ts, count - gone, size - gone_bytes]
@@ -169,7 +219,6 @@ def apply_commit(
         (*params, agent),
     )
     # The clock moves with the commit's own row (see _CLOCK): no meta row written.
-    return True
 
 
 def damage(conn: sqlite3.Connection, agent_id: str) -> tuple[str, str] | None:
