@@ -173,6 +173,9 @@ class _State:
     lock_fd: int = -1
     dir_fd: int = -1  # the segments folder, reached without following a symlink
     listed: bool = False  # the folder was listed since this state began
+    # The highest revision held as a one-file entry (an old folder's) when this state
+    # began, learnt at its first append: no stat for a one-file entry above it.
+    files_top: int | None = None
 
 
 class AgentLog:
@@ -341,13 +344,40 @@ class AgentLog:
 
     def _has_file(self, revision: int) -> bool:
         """Whether the log folder holds ``revision`` as a one-file entry (or anything
-        under its name: a symlink there is refused by reads, and taken here)."""
+        under its name: a symlink there is refused by reads, and taken here).
+
+        Asked with a ``stat`` only at or below the highest one-file entry the folder
+        held when this state began (one listing, then known): memfs makes no one-file
+        entry past the index's head. Only older folders hold them (written before
+        segments, an append always goes past them), ``memfs restore`` (a new data
+        folder, before any server) and ``fsck --repair`` (an entry the index holds,
+        so at or below the head every commit plans past) write them. An append's
+        revision above that is new, so the stat it made before found nothing."""
+        state = self.state
+        if state.files_top is None:
+            state.files_top = self._highest_file()
+        if revision > state.files_top:
+            return False
         name = f"../{revision:0{_NAME_DIGITS}d}.json"  # beside segments/, no symlink between
         try:
             os.stat(name, dir_fd=self.state.dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             return False
         return True
+
+    def _highest_file(self) -> int:
+        """The highest revision the log folder holds under a one-file entry's name."""
+        folder = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.state.dir_fd)
+        try:
+            names = os.listdir(folder)
+        finally:
+            os.close(folder)
+        top = 0
+        for name in names:
+            stem = name.removesuffix(".json")
+            if stem != name and len(stem) == _NAME_DIGITS and stem.isascii() and stem.isdigit():
+                top = max(top, int(stem))
+        return top
 
     def erase(self, revision: int) -> bool:
         """Overwrite the frame of ``revision`` (erasure and collection only): its header
@@ -396,16 +426,20 @@ class AgentLog:
                 self._reset()
                 return -1
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            # Erasure removes the folder: a lock on a removed file excludes no one.
-            if self._lock_is_current(fd):
-                break
+            try:
+                # The known tail still linked and nothing changed but its new frames:
+                # then the lock file is still linked too, no need to look (see
+                # ``_caught_up``). Else erasure may have removed the folder, and a lock
+                # on a removed file excludes no one.
+                if self._caught_up(cut=exclusive):
+                    return fd
+                if self._lock_is_current(fd):
+                    self._list(cut=exclusive)
+                    return fd
+            except BaseException:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise
             self._reset()
-        try:
-            self._scan(cut=exclusive)
-        except BaseException:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            raise
-        return fd
 
     def _refresh(self, *, exclusive: bool) -> None:
         with self._locked(exclusive=exclusive):
@@ -442,12 +476,26 @@ class AgentLog:
                     os.close(fd)
         self.state = _State()
 
-    def _scan(self, *, cut: bool) -> None:
-        """Read the frames appended since the last scan (and segments made since)."""
-        state = self.state
+    def _caught_up(self, *, cut: bool) -> bool:
+        """True if this process's view was only behind by frames appended to its tail,
+        now read (an ``fstat`` and a ``pread`` when nothing was appended).
+
+        It also answers "is the lock file still the lock": only the removal of the
+        whole segments folder unlinks the lock file, and memfs removes a folder only
+        after deleting every log key in it (``Store.erase_agent``, fsck's leftovers),
+        whose last ``erase`` unlinks every segment under this lock first. So a known
+        tail still linked means the lock file is too, and the lock's own ``fstat`` is
+        only needed when the tail is not (then the folder is listed afresh anyway). A
+        folder removed by hand while appenders run loses what it holds whatever they
+        do; a lock file unlinked alone, beside linked segments, is no state memfs
+        makes."""
         tail = self._tail()
-        if state.listed and tail is not None and self._only_tail_grew(tail, cut=cut):
-            return
+        return self.state.listed and tail is not None and self._only_tail_grew(tail, cut=cut)
+
+    def _list(self, *, cut: bool) -> None:
+        """Read the frames appended since the last look, by listing the segments folder:
+        new, removed or replaced segments too."""
+        state = self.state
         folder = state.dir_fd
         state.listed = True
         names = sorted(n for n in os.listdir(folder) if segment_number(n) is not None)
