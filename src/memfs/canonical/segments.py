@@ -366,8 +366,11 @@ class AgentLog:
         return True
 
     def _highest_file(self) -> int:
-        """The highest revision the log folder holds under a one-file entry's name."""
-        folder = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=self.state.dir_fd)
+        """The highest revision the log folder holds under a one-file entry's name (one
+        listing per view of the log: an old folder of many entries pays it again only
+        when its log is reopened, e.g. after ``Segments.OPEN_LOGS`` others)."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        folder = os.open("..", flags, dir_fd=self.state.dir_fd)  # the log folder
         try:
             names = os.listdir(folder)
         finally:
