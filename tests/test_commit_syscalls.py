@@ -9,8 +9,7 @@ kept folders checked again by inode, one ``stat`` each; one ``pread`` of the seg
 tail where the next frame goes (zeros: nothing appended by others, and not sealed, so
 no look for a next segment); no ``getpid`` (the segments' fork check is a fork hook),
 no ``fcntl`` (a segment's writability is known when it is opened), no ``fstat`` of the
-segment's lock file (the tail's own says it is still linked), no ``stat`` for a one-file
-entry of the revision (above the highest the folder held) and no random bytes
+segment's lock file (the tail's own says it is still linked) and no random bytes
 (temp names are this process's id and a counter). Temp names stay unique across a
 fork and past a dead process's leftover.
 """
@@ -95,10 +94,9 @@ def test_a_create_makes_only_the_system_calls_durability_and_safety_need(
         assert never not in per, per
     # The index file's inode (once per session: 2), the kept folders by inode (data
     # folder, agents, the agent, memories, docs), .memfs and the file's name (symlink
-    # checks). No look for a segment after the tail (its zero tail says it is not
-    # sealed), none for a one-file entry of the revision (none was above the highest
-    # the folder held when the log was opened).
-    assert per.get("stat") == 9, per
+    # checks), and a one-file entry of the revision (1: one put there by hand is
+    # taken). No look for a segment after the tail: its zero tail says it is not sealed.
+    assert per.get("stat") == 10, per
     # The tail still linked and not shorter (the lock file with it: no fstat of its own).
     assert per.get("fstat") == 1, per
     # The zeros where the next frame goes (nothing appended by others), the frame.
@@ -130,7 +128,7 @@ def test_an_update_reads_the_file_it_replaces_with_one_fstat(
     assert per.get("open") == 2, per  # the new temp file, the file it replaces
     # The segment's tail still linked, the replaced file's type and size.
     assert per.get("fstat") == 2, per
-    assert per.get("stat") == 9, per
+    assert per.get("stat") == 10, per
     folder = layout.worktree_root(tmp_path, AGENT) / "docs"
     assert [(folder / f"n{i}.md").read_bytes() for i in range(CREATES)] == [
         note(i + 100) for i in range(CREATES)

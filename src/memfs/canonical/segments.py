@@ -173,9 +173,6 @@ class _State:
     lock_fd: int = -1
     dir_fd: int = -1  # the segments folder, reached without following a symlink
     listed: bool = False  # the folder was listed since this state began
-    # The highest revision held as a one-file entry (an old folder's) when this state
-    # began, learnt at its first append: no stat for a one-file entry above it.
-    files_top: int | None = None
 
 
 class AgentLog:
@@ -346,41 +343,16 @@ class AgentLog:
         """Whether the log folder holds ``revision`` as a one-file entry (or anything
         under its name: a symlink there is refused by reads, and taken here).
 
-        Asked with a ``stat`` only at or below the highest one-file entry the folder
-        held when this state began (one listing, then known): memfs makes no one-file
-        entry past the index's head. Only older folders hold them (written before
-        segments, an append always goes past them), ``memfs restore`` (a new data
-        folder, before any server) and ``fsck --repair`` (an entry the index holds,
-        so at or below the head every commit plans past) write them. An append's
-        revision above that is new, so the stat it made before found nothing."""
-        state = self.state
-        if state.files_top is None:
-            state.files_top = self._highest_file()
-        if revision > state.files_top:
-            return False
+        A ``stat`` every time, under the lock: memfs makes no one-file entry past the
+        index's head, but a hand or a partial copy (rsync) may put one into a live
+        folder, and the commit that would take its revision must find it (damage,
+        ``tests/test_damage.py``), so no fact learnt earlier can stand in for it."""
         name = f"../{revision:0{_NAME_DIGITS}d}.json"  # beside segments/, no symlink between
         try:
             os.stat(name, dir_fd=self.state.dir_fd, follow_symlinks=False)
         except FileNotFoundError:
             return False
         return True
-
-    def _highest_file(self) -> int:
-        """The highest revision the log folder holds under a one-file entry's name (one
-        listing per view of the log: an old folder of many entries pays it again only
-        when its log is reopened, e.g. after ``Segments.OPEN_LOGS`` others)."""
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-        folder = os.open("..", flags, dir_fd=self.state.dir_fd)  # the log folder
-        try:
-            names = os.listdir(folder)
-        finally:
-            os.close(folder)
-        top = 0
-        for name in names:
-            stem = name.removesuffix(".json")
-            if stem != name and len(stem) == _NAME_DIGITS and stem.isascii() and stem.isdigit():
-                top = max(top, int(stem))
-        return top
 
     def erase(self, revision: int) -> bool:
         """Overwrite the frame of ``revision`` (erasure and collection only): its header
