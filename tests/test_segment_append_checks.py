@@ -62,7 +62,7 @@ def test_an_append_to_a_known_tail_makes_seven_system_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     backend = LocalBackend(tmp_path)
-    for revision in (1, 2):  # the folder, the segment, its zero tail and the facts exist
+    for revision in (1, 2):  # the folder, the segment and its zero tail exist from here
         assert backend.put_if_absent(key(revision), entry(revision))
     counts: Counter[str] = Counter()
     count_calls(monkeypatch, counts)
