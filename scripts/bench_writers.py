@@ -31,7 +31,9 @@ For each: writes/s, user and system CPU per write and voluntary and involuntary 
 switches per write (``getrusage`` of the process over the timed part), and for memfs
 the mean commits per index transaction (the group commit's batches) and per planning
 batch. The ratios end the run: 16 writers against 1 (does concurrency pay?), and each
-against the floor with as many writers. Nothing asserts: the machine is shared, so read the ratios and the
+against the floor with as many writers. ``--switch-intervals 5,1,0.5`` instead runs the
+memfs rounds under each GIL switch interval (``sys.setswitchinterval``, in ms),
+alternated in one process, with per-round ratios to the first. Nothing asserts: the machine is shared, so read the ratios and the
 per-write figures, not the rates.
 """
 
@@ -220,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
         "time moves with other processes' file churn on the same disk)",
     )
     parser.add_argument(
+        "--switch-intervals", metavar="MS,MS,...",
+        help="instead of the usual rounds: the memfs rounds (1 and 16 writers) under each "
+        "of these sys.setswitchinterval values in milliseconds, alternated in one process "
+        "(the first is the baseline of the ratios)",
+    )
+    parser.add_argument(
         "--commit-queue", choices=["leader", "waking"], default="leader",
         help="the commits' queue: GroupCommit (as shipped) or WakingGroupCommit",
     )
@@ -228,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     single = per_thread * 4  # the single writer's writes per round
     if args.queues:
         return queues(args.rounds, per_thread * 4)
+    if args.switch_intervals:
+        intervals = [float(ms) / 1e3 for ms in args.switch_intervals.split(",")]
+        return switching(args, intervals, per_thread, single)
 
     with benchkit.temp_root(args.dir, "bench-writers-", args.keep) as root:
         say("bench_writers: memfs with 1 and 16 writers, and the fdatasync floor, one disk")
@@ -291,6 +302,66 @@ def main(argv: list[str] | None = None) -> int:
             say(f"16 writers, batched planning / each plans alone: {many.rate / each.rate:.2f}x "
                 f"the rate, {(many.user_ms + many.sys_ms) / (each.user_ms + each.sys_ms):.2f}x "
                 f"the CPU per write, {many.vcs / each.vcs:.2f}x the voluntary switches")
+    return 0
+
+
+def switching(
+    args: argparse.Namespace, intervals: list[float], per_thread: int, single: int
+) -> int:
+    """``--switch-intervals``: the GIL's switch interval (how long a thread that wants
+    the GIL back waits before it asks the holder to drop it), alternated round by round
+    in one process and sitting, so the machine's mood is shared."""
+    with benchkit.temp_root(args.dir, "bench-writers-", args.keep) as root:
+        say("bench_writers --switch-intervals: memfs 1 and 16 writers per switch interval")
+        for fact, value in benchkit.machine_facts():
+            say(f"  {fact}: {value}")
+        store = Store(root / "memfs", worktree=not args.no_worktree)
+        say(f"  working tree: {'off' if args.no_worktree else 'on'}")
+        before = sys.getswitchinterval()
+        runs: dict[tuple[float, int], list[Sample]] = {
+            (i, n): [] for i in intervals for n in (1, THREADS)
+        }
+        loads = [os.getloadavg()[0]]
+        try:
+            memfs_round(store, 1, 20, "warm")
+            for r in range(args.rounds):
+                order = intervals if r % 2 == 0 else intervals[::-1]
+                for k, interval in enumerate(order):
+                    sys.setswitchinterval(interval)
+                    runs[(interval, 1)].append(memfs_round(store, 1, single, f"s{r}-{k}"))
+                    runs[(interval, THREADS)].append(
+                        memfs_round(store, THREADS, per_thread, f"c{r}-{k}")
+                    )
+                sys.setswitchinterval(before)
+                loads.append(os.getloadavg()[0])
+                say(f"  round {r + 1}/{args.rounds} done (load {loads[-1]:.2f})")
+        finally:
+            sys.setswitchinterval(before)
+            store.close()
+        say(f"  load average: {min(loads):.2f}-{max(loads):.2f} over the run")
+        say("")
+        say("| switch interval | writers | writes/s | user ms/write | sys ms/write "
+            "| involuntary cs/write | rate / first interval's | CPU / first interval's |")
+        say("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for n in (1, THREADS):
+            base = median(runs[(intervals[0], n)])
+            for interval in intervals:
+                m = median(runs[(interval, n)])
+                cpu = (m.user_ms + m.sys_ms) / (base.user_ms + base.sys_ms)
+                say(f"| {interval * 1e3:g} ms | {n} | {m.rate:,.0f} | {m.user_ms:.2f} "
+                    f"| {m.sys_ms:.2f} | {m.ivcs:.1f} | {m.rate / base.rate:.2f}x | {cpu:.2f}x |")
+        # Per round, the ratio to the first interval in that same round (the medians of
+        # those ratios: each round shares one moment's load).
+        say("")
+        for n in (1, THREADS):
+            for interval in intervals[1:]:
+                ratios = [
+                    a.rate / b.rate
+                    for a, b in zip(runs[(interval, n)], runs[(intervals[0], n)], strict=True)
+                ]
+                say(f"{n} writer(s), {interval * 1e3:g} ms / {intervals[0] * 1e3:g} ms, "
+                    f"per round: {', '.join(f'{x:.2f}' for x in ratios)} "
+                    f"(median {statistics.median(ratios):.2f}x)")
     return 0
 
 

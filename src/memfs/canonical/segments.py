@@ -341,7 +341,12 @@ class AgentLog:
 
     def _has_file(self, revision: int) -> bool:
         """Whether the log folder holds ``revision`` as a one-file entry (or anything
-        under its name: a symlink there is refused by reads, and taken here)."""
+        under its name: a symlink there is refused by reads, and taken here).
+
+        A ``stat`` every time, under the lock: memfs makes no one-file entry past the
+        index's head, but a hand or a partial copy (rsync) may put one into a live
+        folder, and the commit that would take its revision must find it (damage,
+        ``tests/test_damage.py``), so no fact learnt earlier can stand in for it."""
         name = f"../{revision:0{_NAME_DIGITS}d}.json"  # beside segments/, no symlink between
         try:
             os.stat(name, dir_fd=self.state.dir_fd, follow_symlinks=False)
@@ -396,16 +401,20 @@ class AgentLog:
                 self._reset()
                 return -1
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            # Erasure removes the folder: a lock on a removed file excludes no one.
-            if self._lock_is_current(fd):
-                break
+            try:
+                # The known tail still linked and nothing changed but its new frames:
+                # then the lock file is still linked too, no need to look (see
+                # ``_caught_up``). Else erasure may have removed the folder, and a lock
+                # on a removed file excludes no one.
+                if self._caught_up(cut=exclusive):
+                    return fd
+                if self._lock_is_current(fd):
+                    self._list(cut=exclusive)
+                    return fd
+            except BaseException:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise
             self._reset()
-        try:
-            self._scan(cut=exclusive)
-        except BaseException:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            raise
-        return fd
 
     def _refresh(self, *, exclusive: bool) -> None:
         with self._locked(exclusive=exclusive):
@@ -442,12 +451,26 @@ class AgentLog:
                     os.close(fd)
         self.state = _State()
 
-    def _scan(self, *, cut: bool) -> None:
-        """Read the frames appended since the last scan (and segments made since)."""
-        state = self.state
+    def _caught_up(self, *, cut: bool) -> bool:
+        """True if this process's view was only behind by frames appended to its tail,
+        now read (an ``fstat`` and a ``pread`` when nothing was appended).
+
+        It also answers "is the lock file still the lock": only the removal of the
+        whole segments folder unlinks the lock file, and memfs removes a folder only
+        after deleting every log key in it (``Store.erase_agent``, fsck's leftovers),
+        whose last ``erase`` unlinks every segment under this lock first. So a known
+        tail still linked means the lock file is too, and the lock's own ``fstat`` is
+        only needed when the tail is not (then the folder is listed afresh anyway). A
+        folder removed by hand while appenders run loses what it holds whatever they
+        do; a lock file unlinked alone, beside linked segments, is no state memfs
+        makes."""
         tail = self._tail()
-        if state.listed and tail is not None and self._only_tail_grew(tail, cut=cut):
-            return
+        return self.state.listed and tail is not None and self._only_tail_grew(tail, cut=cut)
+
+    def _list(self, *, cut: bool) -> None:
+        """Read the frames appended since the last look, by listing the segments folder:
+        new, removed or replaced segments too."""
+        state = self.state
         folder = state.dir_fd
         state.listed = True
         names = sorted(n for n in os.listdir(folder) if segment_number(n) is not None)
