@@ -29,13 +29,13 @@ from typing import Any
 
 from memfs.canonical.backend import Backend
 from memfs.core import faults, leases, metrics, sandbox
-from memfs.core.actions.base import Outcome, Registry
+from memfs.core.actions.base import Action, Outcome, Registry
 from memfs.core.actions.command import COMMANDS_DISABLED, CommandAction, attempt_key_id
 from memfs.core.actions.memory import MemoryAction, memory_content, memory_path
 from memfs.core.keys import KeyRing
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Store
-from memfs.core.triggers import Triggers
+from memfs.core.triggers import Trigger, Triggers
 from memfs.domain import run_events
 from memfs.domain.commits import now_us
 from memfs.errors import (
@@ -219,18 +219,34 @@ class Runner:
             free = min(free, 1)  # yield to the deliveries arriving (see ``delivered``)
         if free <= 0:
             return
-        for run in await asyncio.to_thread(self.runs.due, now_us(), 200):
-            if free <= 0:
+        # The due runs and their claims in one trip to a worker thread, where each was
+        # a trip of its own (a run's hand-offs cost the event loop, which serves the
+        # deliveries too, more than its claims: docs/benchmarks.md).
+        # Each run starts as soon as it is claimed, while the next claims go on.
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._claim_due, free, frozenset(self.active), loop)
+
+    def _claim_due(
+        self, free: int, active: frozenset[str], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Claim up to ``free`` of the due runs not in ``active``, oldest first, one
+        after the other, each started on ``loop`` once claimed (its start is queued
+        there before this call's answer, so ``poll`` returns with it in ``active``)."""
+        started = 0
+        for run in self.runs.due(now_us(), 200):
+            if started >= free:
                 break
-            if run.run_id in self.active:
+            if run.run_id in active:
                 continue
-            attempt = await asyncio.to_thread(self._take, run)
-            if attempt is None:
-                continue
-            free -= 1
-            task = asyncio.create_task(self._execute(run, attempt))
-            self.active[run.run_id] = task
-            task.add_done_callback(functools.partial(self._done, run.run_id))
+            attempt = self._take(run)
+            if attempt is not None:
+                started += 1
+                loop.call_soon_threadsafe(self._start, run, attempt)
+
+    def _start(self, run: Run, attempt: int) -> None:
+        task = asyncio.create_task(self._execute(run, attempt))
+        self.active[run.run_id] = task
+        task.add_done_callback(functools.partial(self._done, run.run_id))
 
     def _done(self, run_id: str, _task: asyncio.Task[None]) -> None:
         self.active.pop(run_id, None)
@@ -343,44 +359,96 @@ class Runner:
 
     async def _execute(self, run: Run, attempt: int) -> None:
         async with self.slots:
-            ok, code, error, output = False, None, None, None
-            started, action = time.perf_counter(), "unknown"
-            permanent = False
-            try:
-                trigger = await asyncio.to_thread(self.triggers.get, run.agent_id, run.trigger_id)
-                delivery = await asyncio.to_thread(self.runs.delivery, run)
-                body = self.runs.body(delivery)
-                chosen = self.actions.for_trigger(trigger)
-                action = chosen.name
-                outcome: Outcome = await chosen.perform(run, attempt, trigger, delivery, body)
-                ok, code, error, output = (
-                    outcome.ok,
-                    outcome.exit_code,
-                    outcome.error,
-                    outcome.output,
-                )
-            except PERMANENT as exc:
-                # Retrying can't help (too large, invalid, agent erased): fail at once.
-                error, permanent = f"{exc.message} (permanent: not retried)", True
-            except MemfsError as exc:
-                error = exc.message
-            except asyncio.CancelledError:
-                raise  # shutting down: the attempt will be found interrupted and retried
-            except Exception as exc:  # a run must end, whatever its action did
-                log.exception("run %s attempt %d crashed", run.run_id, attempt)
-                error = f"internal error: {type(exc).__name__}"
-            metrics.run_attempt_done(action, ok, time.perf_counter() - started)
-            await asyncio.to_thread(
-                functools.partial(
-                    self._finish,
-                    run,
-                    attempt,
-                    ok=ok,
-                    exit_code=code,
-                    error=error,
-                    output=output,
-                    permanent=permanent,
-                )
-            )
+            started = time.perf_counter()
+            # One trip to a worker thread reads what the attempt needs and, for an
+            # action that is plain blocking work (memory), performs it and records its
+            # end too; only an action with a process to watch (command) comes back to
+            # the loop to be awaited, then a second trip records its end.
+            step = await asyncio.to_thread(self._begin, run, attempt)
+            if isinstance(step, _Prepared):
+                end = await self._perform(run, attempt, step)
+                await asyncio.to_thread(self._record, run, attempt, end)
+            else:
+                end = step
+            metrics.run_attempt_done(end.action, end.ok, time.perf_counter() - started)
             if not self.ingesting():  # else the next tick starts the next run
                 self.wake.set()
+
+    def _begin(self, run: Run, attempt: int) -> _Ended | _Prepared:
+        """In a worker thread: the trigger, the delivery and its body; a blocking
+        action's attempt performed and its end recorded."""
+        action = "unknown"
+        try:
+            trigger = self.triggers.get(run.agent_id, run.trigger_id)
+            delivery = self.runs.delivery(run)
+            body = self.runs.body(delivery)
+            chosen = self.actions.for_trigger(trigger)
+            action = chosen.name
+            # A ``BlockingAction`` (actions/base), told by its method: an isinstance
+            # check of a runtime protocol costs tens of µs.
+            blocking = getattr(chosen, "perform_blocking", None)
+            if blocking is None:
+                return _Prepared(chosen, trigger, delivery, body)
+            end = _ended(action, blocking(run, attempt, trigger, delivery, body))
+        except Exception as exc:
+            end = _failed(action, run, attempt, exc)
+        self._record(run, attempt, end)
+        return end
+
+    async def _perform(self, run: Run, attempt: int, step: _Prepared) -> _Ended:
+        try:
+            outcome = await step.action.perform(run, attempt, step.trigger, step.delivery, step.body)
+        except asyncio.CancelledError:
+            raise  # shutting down: the attempt will be found interrupted and retried
+        except Exception as exc:
+            return _failed(step.action.name, run, attempt, exc)
+        return _ended(step.action.name, outcome)
+
+    def _record(self, run: Run, attempt: int, end: _Ended) -> None:
+        self._finish(
+            run,
+            attempt,
+            ok=end.ok,
+            exit_code=end.exit_code,
+            error=end.error,
+            output=end.output,
+            permanent=end.permanent,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """What an attempt of an action awaited on the loop needs."""
+
+    action: Action
+    trigger: Trigger
+    delivery: dict[str, Any]
+    body: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ended:
+    """How an attempt ended, as the runner records it."""
+
+    action: str  # the metrics label
+    ok: bool
+    exit_code: int | None = None
+    error: str | None = None
+    output: str | None = None
+    permanent: bool = False
+
+
+def _ended(action: str, outcome: Outcome) -> _Ended:
+    return _Ended(action, outcome.ok, outcome.exit_code, outcome.error, outcome.output)
+
+
+def _failed(action: str, run: Run, attempt: int, exc: Exception) -> _Ended:
+    """The end of an attempt whose action (or its reading) raised ``exc``."""
+    if isinstance(exc, PERMANENT):
+        # Retrying can't help (too large, invalid, agent erased): fail at once.
+        return _Ended(action, False, error=f"{exc.message} (permanent: not retried)", permanent=True)
+    if isinstance(exc, MemfsError):
+        return _Ended(action, False, error=exc.message)
+    # A run must end, whatever its action did.
+    log.error("run %s attempt %d crashed", run.run_id, attempt, exc_info=exc)
+    return _Ended(action, False, error=f"internal error: {type(exc).__name__}")

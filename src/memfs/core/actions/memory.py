@@ -85,7 +85,13 @@ class MemoryAction:
     async def perform(
         self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
     ) -> Outcome:
-        await asyncio.to_thread(self._write, run, trigger, delivery, body)
+        return await asyncio.to_thread(self.perform_blocking, run, attempt, trigger, delivery, body)
+
+    def perform_blocking(
+        self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
+    ) -> Outcome:
+        """The attempt on the caller's thread (the runner's: ``actions/base``)."""
+        self._write(run, trigger, delivery, body)
         return Outcome(ok=True)
 
     def _write(self, run: Run, trigger: Trigger, delivery: dict[str, Any], body: bytes) -> None:
