@@ -29,6 +29,7 @@ from typing import Any
 
 from memfs.canonical.backend import Backend
 from memfs.core import faults, leases, metrics, sandbox
+from memfs.core import runs as runs_module
 from memfs.core.actions.base import Action, Outcome, Registry
 from memfs.core.actions.command import COMMANDS_DISABLED, CommandAction, attempt_key_id
 from memfs.core.actions.memory import MemoryAction, memory_content, memory_path
@@ -53,6 +54,10 @@ BACKOFF_CAP_S = 3600.0
 # While new deliveries arrived within this many seconds, the runner yields to them
 # (``Runner.ingesting``): deliveries and runs share the CPU, the disk and the index.
 INGEST_QUIET_S = 0.5
+# An agent's claimed runs are executed in batches of concurrency / WAVES (rounded up):
+# a batch is sequential (its memory commits, in order) and records its ends together,
+# so two batches in flight overlap one's commits with the other's claims and ends.
+WAVES = 2
 INTERRUPTIONS_FORGIVEN = 5  # bounded, so a command that kills its server can't loop
 # Errors of a run's action that the same delivery would meet again on every attempt.
 PERMANENT = (PayloadTooLarge, InvalidRequest, NotFound, Conflict, Forbidden)
@@ -222,34 +227,56 @@ class Runner:
         # The due runs and their claims in one trip to a worker thread, where each was
         # a trip of its own (a run's hand-offs cost the event loop, which serves the
         # deliveries too, more than its claims: docs/benchmarks.md).
-        # Each run starts as soon as it is claimed, while the next claims go on.
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._claim_due, free, frozenset(self.active), loop)
 
     def _claim_due(
         self, free: int, active: frozenset[str], loop: asyncio.AbstractEventLoop
     ) -> None:
-        """Claim up to ``free`` of the due runs not in ``active``, oldest first, one
-        after the other, each started on ``loop`` once claimed (its start is queued
-        there before this call's answer, so ``poll`` returns with it in ``active``)."""
-        started = 0
-        for run in self.runs.due(now_us(), 200):
-            if started >= free:
-                break
-            if run.run_id in active:
-                continue
-            attempt = self._take(run)
-            if attempt is not None:
-                started += 1
-                loop.call_soon_threadsafe(self._start, run, attempt)
+        """Claim up to ``free`` of the due runs not in ``active``, oldest first, and
+        start them on ``loop`` (each start is queued there before this call's answer,
+        so ``poll`` returns with them in ``active``).
 
-    def _start(self, run: Run, attempt: int) -> None:
-        task = asyncio.create_task(self._execute(run, attempt))
-        self.active[run.run_id] = task
-        task.add_done_callback(functools.partial(self._done, run.run_id))
+        The queued and due-again runs are claimed together (``Runs.claim_many``: their
+        claims and ``claimed`` events share durable writes), and each agent's batch is
+        started as one: its runs are executed in order and their ends recorded
+        together (``_execute``). A running run (its owner may have died) is taken on
+        its own, and started at once."""
+        due = [run for run in self.runs.due(now_us(), 200) if run.run_id not in active]
+        started = pos = 0
+        while started < free and pos < len(due):
+            batch: list[Run] = []
+            while pos < len(due) and started + len(batch) < free:
+                run, pos = due[pos], pos + 1
+                if run.status != "running":
+                    batch.append(run)
+                    continue
+                attempt = self._take(run)
+                if attempt is not None:
+                    started += 1
+                    loop.call_soon_threadsafe(self._start, [(run, attempt)])
+            won: dict[str, list[tuple[Run, int]]] = {}
+            for run, claimed in zip(batch, self.runs.claim_many(batch, self.owner), strict=True):
+                if claimed is None:
+                    self._adopt_dead_claim(run)
+                else:
+                    started += 1
+                    won.setdefault(run.agent_id, []).append((run, claimed))
+            wave = max(1, -(-self.concurrency // WAVES))
+            for pairs in won.values():
+                for at in range(0, len(pairs), wave):
+                    loop.call_soon_threadsafe(self._start, pairs[at : at + wave])
 
-    def _done(self, run_id: str, _task: asyncio.Task[None]) -> None:
-        self.active.pop(run_id, None)
+    def _start(self, pairs: list[tuple[Run, int]]) -> None:
+        task = asyncio.create_task(self._execute(pairs))
+        ids = [run.run_id for run, _ in pairs]
+        for run_id in ids:
+            self.active[run_id] = task
+        task.add_done_callback(functools.partial(self._done, ids))
+
+    def _done(self, run_ids: list[str], _task: asyncio.Task[None]) -> None:
+        for run_id in run_ids:
+            self.active.pop(run_id, None)
 
     def _take(self, run: Run) -> int | None:
         """Claim the next attempt of ``run`` if it is ours to run now."""
@@ -307,19 +334,19 @@ class Runner:
         with contextlib.suppress(MemfsError):
             self.keys.revoke(attempt_key_id(run.run_id, attempt))
 
-    def _finish(
+    def _end(
         self,
-        run: Run,
         attempt: int,
         *,
         ok: bool,
         exit_code: int | None,
         error: str | None,
-        output: str | None = None,
-        expect: str = "running",
-        permanent: bool = False,
-    ) -> Run:
-        ours = [False]  # whether the end event appended is this call's
+        expect: str,
+        permanent: bool,
+    ) -> tuple[runs_module.Make, list[bool]]:
+        """The end event of ``attempt`` to append, and whether the one appended was
+        this call's (set when it is decided)."""
+        ours = [False]
 
         def make(cur: Run | None) -> dict[str, Any] | None:
             ours[0] = cur is not None and cur.status == expect and cur.attempt == attempt
@@ -340,16 +367,36 @@ class Runner:
             )
             return run_events.failed(attempt, exit_code, error, retry_at)
 
+        return make, ours
+
+    def _output(self, run: Run, attempt: int, output: str, expect: str) -> None:
+        self.runs.append(
+            run.agent_id,
+            run.run_id,
+            lambda cur: (
+                run_events.output(attempt, output)
+                if cur is not None and cur.attempt == attempt and cur.status == expect
+                else None
+            ),
+        )
+
+    def _finish(
+        self,
+        run: Run,
+        attempt: int,
+        *,
+        ok: bool,
+        exit_code: int | None,
+        error: str | None,
+        output: str | None = None,
+        expect: str = "running",
+        permanent: bool = False,
+    ) -> Run:
+        make, ours = self._end(
+            attempt, ok=ok, exit_code=exit_code, error=error, expect=expect, permanent=permanent
+        )
         if output is not None:
-            self.runs.append(
-                run.agent_id,
-                run.run_id,
-                lambda cur: (
-                    run_events.output(attempt, output)
-                    if cur is not None and cur.attempt == attempt and cur.status == expect
-                    else None
-                ),
-            )
+            self._output(run, attempt, output, expect)
         result = self.runs.append(run.agent_id, run.run_id, make)
         assert result is not None
         if ours[0] and result.status == "delayed":
@@ -357,63 +404,102 @@ class Runner:
             self.runs.note_retry(run.agent_id, run.run_id, attempt)
         return self.runs.get(run.agent_id, run.run_id)
 
-    async def _execute(self, run: Run, attempt: int) -> None:
-        async with self.slots:
-            started = time.perf_counter()
-            # One trip to a worker thread reads what the attempt needs and, for an
-            # action that is plain blocking work (memory), performs it and records its
-            # end too; only an action with a process to watch (command) comes back to
-            # the loop to be awaited, then a second trip records its end.
-            step = await asyncio.to_thread(self._begin, run, attempt)
-            if isinstance(step, _Prepared):
-                end = await self._perform(run, attempt, step)
-                await asyncio.to_thread(self._record, run, attempt, end)
-            else:
-                end = step
-            metrics.run_attempt_done(end.action, end.ok, time.perf_counter() - started)
-            if not self.ingesting():  # else the next tick starts the next run
-                self.wake.set()
+    def _record(self, ends: list[tuple[Run, int, _Ended]]) -> None:
+        """``_finish`` of each attempt, their end events appended together
+        (``Runs.append_many``: a batch's ``succeeded`` events share one file)."""
+        appends: list[runs_module.Append] = []
+        flags: list[list[bool]] = []
+        for run, attempt, end in ends:
+            if end.output is not None:
+                self._output(run, attempt, end.output, "running")
+            make, ours = self._end(
+                attempt,
+                ok=end.ok,
+                exit_code=end.exit_code,
+                error=end.error,
+                expect="running",
+                permanent=end.permanent,
+            )
+            appends.append((run.agent_id, run.run_id, make))
+            flags.append(ours)
+        results = self.runs.append_many(appends)
+        for (run, attempt, _), ours, result in zip(ends, flags, results, strict=True):
+            if ours[0] and result is not None and result.status == "delayed":
+                self.runs.note_retry(run.agent_id, run.run_id, attempt)
 
-    def _begin(self, run: Run, attempt: int) -> _Ended | _Prepared:
-        """In a worker thread: the trigger, the delivery and its body; a blocking
-        action's attempt performed and its end recorded."""
-        action = "unknown"
+    async def _execute(self, pairs: list[tuple[Run, int]]) -> None:
+        """Execute the claimed attempts ``pairs`` (runs of one agent, oldest first)."""
+        held = 0
         try:
-            trigger = self.triggers.get(run.agent_id, run.trigger_id)
-            delivery = self.runs.delivery(run)
-            body = self.runs.body(delivery)
-            chosen = self.actions.for_trigger(trigger)
-            action = chosen.name
-            # A ``BlockingAction`` (actions/base), told by its method: an isinstance
-            # check of a runtime protocol costs tens of µs.
-            blocking = getattr(chosen, "perform_blocking", None)
-            if blocking is None:
-                return _Prepared(chosen, trigger, delivery, body)
-            end = _ended(action, blocking(run, attempt, trigger, delivery, body))
-        except Exception as exc:
-            end = _failed(action, run, attempt, exc)
-        self._record(run, attempt, end)
-        return end
+            for _ in pairs:
+                await self.slots.acquire()
+                held += 1
+            # One trip to a worker thread reads what each attempt needs and, for an
+            # action that is plain blocking work (memory), performs it, in order, and
+            # records the ends together; only an action with a process to watch
+            # (command) comes back to the loop to be awaited, then a second trip
+            # records its end.
+            steps = await asyncio.to_thread(self._begin, pairs)
+            ends = [step for step in steps if isinstance(step, _Ended)]
+            waiting = [
+                (run, attempt, step)
+                for (run, attempt), step in zip(pairs, steps, strict=True)
+                if isinstance(step, _Prepared)
+            ]
+            if waiting:
+                done = await asyncio.gather(*(self._perform(*item) for item in waiting))
+                finished = [
+                    (run, attempt, end)
+                    for (run, attempt, _), end in zip(waiting, done, strict=True)
+                ]
+                await asyncio.to_thread(self._record, finished)
+                ends += done
+            for end in ends:
+                metrics.run_attempt_done(end.action, end.ok, end.seconds)
+        finally:
+            for _ in range(held):
+                self.slots.release()
+        if not self.ingesting():  # else the next tick starts the next run
+            self.wake.set()
+
+    def _begin(self, pairs: list[tuple[Run, int]]) -> list[_Ended | _Prepared]:
+        """In a worker thread: for each attempt the trigger, the delivery and its body;
+        a blocking action's attempt performed; then the ends of those recorded."""
+        steps: list[_Ended | _Prepared] = []
+        ended: list[tuple[Run, int, _Ended]] = []
+        for run, attempt in pairs:
+            started, action = time.perf_counter(), "unknown"
+            try:
+                trigger = self.triggers.get(run.agent_id, run.trigger_id)
+                delivery = self.runs.delivery(run)
+                body = self.runs.body(delivery)
+                chosen = self.actions.for_trigger(trigger)
+                action = chosen.name
+                # A ``BlockingAction`` (actions/base), told by its method: an isinstance
+                # check of a runtime protocol costs tens of µs.
+                blocking = getattr(chosen, "perform_blocking", None)
+                if blocking is None:
+                    steps.append(_Prepared(chosen, trigger, delivery, body, started))
+                    continue
+                end = _ended(action, blocking(run, attempt, trigger, delivery, body), started)
+            except Exception as exc:
+                end = _failed(action, run, attempt, exc, started)
+            steps.append(end)
+            ended.append((run, attempt, end))
+        if ended:
+            self._record(ended)
+        return steps
 
     async def _perform(self, run: Run, attempt: int, step: _Prepared) -> _Ended:
         try:
-            outcome = await step.action.perform(run, attempt, step.trigger, step.delivery, step.body)
+            outcome = await step.action.perform(
+                run, attempt, step.trigger, step.delivery, step.body
+            )
         except asyncio.CancelledError:
             raise  # shutting down: the attempt will be found interrupted and retried
         except Exception as exc:
-            return _failed(step.action.name, run, attempt, exc)
-        return _ended(step.action.name, outcome)
-
-    def _record(self, run: Run, attempt: int, end: _Ended) -> None:
-        self._finish(
-            run,
-            attempt,
-            ok=end.ok,
-            exit_code=end.exit_code,
-            error=end.error,
-            output=end.output,
-            permanent=end.permanent,
-        )
+            return _failed(step.action.name, run, attempt, exc, step.started)
+        return _ended(step.action.name, outcome, step.started)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -424,6 +510,7 @@ class _Prepared:
     trigger: Trigger
     delivery: dict[str, Any]
     body: bytes
+    started: float  # time.perf_counter() when the attempt began
 
 
 @dataclasses.dataclass(frozen=True)
@@ -436,19 +523,29 @@ class _Ended:
     error: str | None = None
     output: str | None = None
     permanent: bool = False
+    seconds: float = 0.0  # how long the attempt took (the metrics' duration)
 
 
-def _ended(action: str, outcome: Outcome) -> _Ended:
-    return _Ended(action, outcome.ok, outcome.exit_code, outcome.error, outcome.output)
+def _ended(action: str, outcome: Outcome, started: float) -> _Ended:
+    return _Ended(
+        action,
+        outcome.ok,
+        outcome.exit_code,
+        outcome.error,
+        outcome.output,
+        seconds=time.perf_counter() - started,
+    )
 
 
-def _failed(action: str, run: Run, attempt: int, exc: Exception) -> _Ended:
+def _failed(action: str, run: Run, attempt: int, exc: Exception, started: float) -> _Ended:
     """The end of an attempt whose action (or its reading) raised ``exc``."""
+    seconds = time.perf_counter() - started
     if isinstance(exc, PERMANENT):
         # Retrying can't help (too large, invalid, agent erased): fail at once.
-        return _Ended(action, False, error=f"{exc.message} (permanent: not retried)", permanent=True)
+        message = f"{exc.message} (permanent: not retried)"
+        return _Ended(action, False, error=message, permanent=True, seconds=seconds)
     if isinstance(exc, MemfsError):
-        return _Ended(action, False, error=exc.message)
+        return _Ended(action, False, error=exc.message, seconds=seconds)
     # A run must end, whatever its action did.
     log.error("run %s attempt %d crashed", run.run_id, attempt, exc_info=exc)
-    return _Ended(action, False, error=f"internal error: {type(exc).__name__}")
+    return _Ended(action, False, error=f"internal error: {type(exc).__name__}", seconds=seconds)
