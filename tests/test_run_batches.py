@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from memfs.canonical import layout
 from memfs.canonical.backend import LocalBackend
 from memfs.config import Settings
 from memfs.core import deliveries
+from memfs.core.actions.memory import MemoryAction
 from memfs.core.keys import KeyRing
 from memfs.core.runner import Runner, owner_record
 from memfs.core.runs import Run, Runs, claim_key
@@ -182,8 +184,8 @@ def test_two_processes_racing_batches_over_the_same_runs_claim_each_attempt_once
         for _ in range(2)
     ]
     go.touch()
-    for proc in procs:
-        _, err = proc.communicate(timeout=180)
+    errors = [proc.communicate(timeout=180)[1] for proc in procs]  # every pipe closed
+    for proc, err in zip(procs, errors, strict=True):
         assert proc.returncode == 0, err.decode()
     store = Store(data)
     try:
@@ -204,3 +206,46 @@ def test_two_processes_racing_batches_over_the_same_runs_claim_each_attempt_once
         assert not runs.due(now_us(), 10)
     finally:
         store.close()
+
+
+def test_a_cancelled_batch_begins_no_further_attempt(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Shutting down (or losing the lease) mid-batch: the attempt under way ends, the
+    batch's next one never begins, so another server adopting it can't run it twice."""
+    ids = [_deliver(store, f"msg_{n}") for n in range(2)]
+    runner = Runner(store, KeyRing(store.backend), base_url="http://test", concurrency=4)
+    runner.last_delivery = time.monotonic() - 60
+    entered, release = threading.Event(), threading.Event()
+    performed: list[str] = []
+    real = MemoryAction.perform_blocking
+
+    def slow(self: MemoryAction, run: Run, *args: object) -> object:
+        performed.append(run.run_id)
+        entered.set()
+        assert release.wait(30)
+        return real(self, run, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(MemoryAction, "perform_blocking", slow)
+
+    async def cancel_mid_batch() -> None:
+        await runner.poll()
+        task = next(iter(runner.active.values()))
+        assert len(set(runner.active.values())) == 1  # the two runs: one batch
+        await asyncio.to_thread(entered.wait, 30)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_mid_batch())
+    runs = Runs(store)
+    deadline = time.monotonic() + 30
+    while runs.get(AGENT, ids[0]).status != "succeeded" and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert performed == [ids[0]]
+    assert runs.get(AGENT, ids[0]).status == "succeeded"
+    second = runs.get(AGENT, ids[1])
+    assert (second.status, second.attempt) == ("running", 1)  # claimed, never begun
+    assert store.count_memories(AGENT) == 1

@@ -22,6 +22,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -439,7 +440,15 @@ class Runner:
             # records the ends together; only an action with a process to watch
             # (command) comes back to the loop to be awaited, then a second trip
             # records its end.
-            steps = await asyncio.to_thread(self._begin, pairs)
+            halt = threading.Event()
+            try:
+                steps = await asyncio.to_thread(self._begin, pairs, halt)
+            except asyncio.CancelledError:
+                # Shutting down, or the lease lost: the thread finishes the attempt it
+                # is in and starts no other of the batch (those are found interrupted
+                # and retried, as an attempt cancelled on the loop is).
+                halt.set()
+                raise
             ends = [step for step in steps if isinstance(step, _Ended)]
             waiting = [
                 (run, attempt, step)
@@ -462,12 +471,17 @@ class Runner:
         if not self.ingesting():  # else the next tick starts the next run
             self.wake.set()
 
-    def _begin(self, pairs: list[tuple[Run, int]]) -> list[_Ended | _Prepared]:
+    def _begin(
+        self, pairs: list[tuple[Run, int]], halt: threading.Event | None = None
+    ) -> list[_Ended | _Prepared]:
         """In a worker thread: for each attempt the trigger, the delivery and its body;
-        a blocking action's attempt performed; then the ends of those recorded."""
+        a blocking action's attempt performed; then the ends of those recorded. Once
+        ``halt`` is set no further attempt begins."""
         steps: list[_Ended | _Prepared] = []
         ended: list[tuple[Run, int, _Ended]] = []
         for run, attempt in pairs:
+            if halt is not None and halt.is_set():
+                break
             started, action = time.perf_counter(), "unknown"
             try:
                 trigger = self.triggers.get(run.agent_id, run.trigger_id)
