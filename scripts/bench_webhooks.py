@@ -42,6 +42,14 @@ PASS/MISS lines and a closing Markdown table: unique >= 0.4x bare with 2 workers
 unique >= 2x the one-durable-file floor, duplicates >= 0.6x bare. Nothing asserts: a
 MISS is a finding to explain in docs/benchmarks.md.
 
+``--base-src DIR`` measures another memfs beside this one, paired: its server runs with
+``PYTHONPATH=DIR`` (e.g. ``/path/to/main/src``), and for each of ``--pairs N`` rounds
+and each worker count the base and this tree are measured one after the other (the
+order alternating by round), each with its own bare runs. A closing table gives, per
+pair, this tree's figures over the base's: unique and duplicate deliveries per
+second, the drain's runs per second, CPU per unique delivery on the event loops and
+on the other threads.
+
 Duration: about 1 min per worker count plus the drain (default ``--workers 1,2``:
 ~2-3 min; ``--quick``: ~1 min), longer on a loaded machine.
 """
@@ -149,8 +157,15 @@ def serve_bare(port: int, workers: int) -> None:
     benchkit.serve_bare("bench_webhooks:bare_app", port, workers)
 
 
-def start_memfs(data: Path, workers: int, logs: Path) -> Server:
-    return benchkit.start_memfs(data, workers, logs, "--retry-base-ms", "100")
+def start_memfs(data: Path, workers: int, logs: Path, src: Path | None = None) -> Server:
+    if src is None:
+        return benchkit.start_memfs(data, workers, logs, "--retry-base-ms", "100")
+    # Another tree's memfs (--base-src): its package first on the path.
+    port = benchkit.free_port()
+    argv = ["env", f"PYTHONPATH={src}", sys.executable, "-m", "memfs.cli", "serve"]
+    argv += ["--data", str(data), "--port", str(port), "--workers", str(workers)]
+    argv += ["--retry-base-ms", "100"]
+    return Server(argv, port, logs / f"memfs-base-w{workers}.log", "/v1/agents?limit=1")
 
 
 def start_bare(workers: int, logs: Path) -> Server:
@@ -292,6 +307,8 @@ class Args:
     keep: bool
     json_out: Path | None
     floor: bool = True
+    base_src: Path | None = None
+    pairs: int = 1
 
 
 def summary(port: int) -> dict[str, Any]:
@@ -360,9 +377,18 @@ def thread_cpu(server: Server) -> tuple[float, float]:
 
 
 def measure(
-    args: Args, generator: str, root: Path, workers: int, report: Report
+    args: Args,
+    generator: str,
+    root: Path,
+    workers: int,
+    report: Report,
+    *,
+    src: Path | None = None,
+    label: str = "",
 ) -> dict[str, Any]:
     tag = f"w{workers}"
+    home = root / f"{label or 'this'}-{time.monotonic_ns()}"
+    home.mkdir()
     t0 = time.monotonic()
     warm_pool = pool(f"warm_{tag}", min(args.pool, 5_000))
     main_pool = pool(f"uniq_{tag}", args.pool)
@@ -379,7 +405,7 @@ def measure(
                 connections=args.connections,
                 threads=args.threads,
                 seconds=seconds,
-                workdir=root,
+                workdir=home,
             )
         return run_asyncio(server, requests, connections=args.connections, seconds=seconds)
 
@@ -391,13 +417,13 @@ def measure(
     loads: dict[str, Load] = {}
     threads: dict[str, tuple[float, float]] = {}  # ms of CPU per request: loop, others
     out: dict[str, Any] = {"workers": workers}
-    bare = start_bare(workers, root)
+    bare = start_bare(workers, home)
     memfs: Server | None = None
     floor: Server | None = None
     try:
         if args.floor:
-            floor = start_floor(workers, root, root / f"floor-{tag}")
-        memfs = start_memfs(root / f"data-{tag}", workers, root)
+            floor = start_floor(workers, home, home / f"floor-{tag}")
+        memfs = start_memfs(home / f"data-{tag}", workers, home, src)
         prepare(memfs)
         status, body = call(memfs.port, "POST", *_split(duplicate[0]))
         if status != 202:
@@ -484,37 +510,91 @@ def measure(
     out["bare_mean_rps"] = bare_rate
     # The targets of issue 17, as ratios within this run (bare: the mean of before and
     # after); the unique-vs-bare target is set for 2 workers, other counts are shown.
-    say(f"  targets of issue 17 ({workers} workers; bare: mean of before and after):")
+    say(
+        f"  targets of issue 17 ({workers} workers{', ' + label if label else ''};"
+        " bare: mean of before and after):"
+    )
+    workers_label = f"{workers} workers{', ' + label if label else ''}"
     duplicate_ratio = loads["duplicate"].rate / bare_rate
     unique_ratio = unique.rate / bare_rate
     if workers == 2:
-        report.ratio(f"unique / bare ({workers} workers)", unique_ratio, 0.4)
+        report.ratio(f"unique / bare ({workers_label})", unique_ratio, 0.4)
     else:
-        report.add(f"unique / bare ({workers} workers)", f"{unique_ratio:.2f}x (informational)")
+        report.add(f"unique / bare ({workers_label})", f"{unique_ratio:.2f}x (informational)")
     if "floor" in loads:
         floor_rate = loads["floor"].rate
         unique_floor = unique.rate / floor_rate if floor_rate else 0.0
-        report.ratio(f"unique / one-durable-file floor ({workers} workers)", unique_floor, 2.0)
+        report.ratio(f"unique / one-durable-file floor ({workers_label})", unique_floor, 2.0)
         report.add(
-            f"floor / bare ({workers} workers)",
+            f"floor / bare ({workers_label})",
             f"{floor_rate / bare_rate:.2f}x (informational: one fsync'd file per request)",
         )
         out["floor / bare"] = floor_rate / bare_rate
         out["unique / floor"] = unique_floor
-    report.ratio(f"duplicates / bare ({workers} workers)", duplicate_ratio, 0.6)
+    report.ratio(f"duplicates / bare ({workers_label})", duplicate_ratio, 0.6)
     # Server CPU per request, bare over duplicate: what the ratio would be if both
     # servers had the same CPU (on a loaded machine the kernel shares it by runnable
     # thread, and memfs has a pool of them where the bare app has one per worker).
     bare_cpu = (loads["bare (before)"].cpu_ms + loads["bare (after)"].cpu_ms) / 2
     if loads["duplicate"].cpu_ms:
         report.add(
-            f"duplicates / bare per server CPU ({workers} workers)",
+            f"duplicates / bare per server CPU ({workers_label})",
             f"{bare_cpu / loads['duplicate'].cpu_ms:.2f}x (informational: bare's CPU per"
             f" request {bare_cpu:.2f} ms, a duplicate's {loads['duplicate'].cpu_ms:.2f} ms)",
         )
     out["unique / bare"] = unique_ratio
     out["duplicate / bare"] = duplicate_ratio
     return out
+
+
+def paired(args: Args, generator: str, root: Path, report: Report) -> list[dict[str, Any]]:
+    """``--pairs`` rounds of the base (``--base-src``) and this tree, one after the
+    other per worker count, the order alternating by round: each pair's results."""
+    out: list[dict[str, Any]] = []
+    for round_ in range(1, args.pairs + 1):
+        for workers in args.workers:
+            sides = [("base", args.base_src), ("this", None)]
+            if round_ % 2 == 0:
+                sides.reverse()  # a shared machine's load drifts: neither always first
+            pair: dict[str, Any] = {"pair": round_, "workers": workers}
+            for label, src in sides:
+                print(f"\n== pair {round_}, --workers {workers}, {label}")
+                pair[label] = measure(
+                    args, generator, root, workers, report, src=src, label=f"{label} #{round_}"
+                )
+            out.append(pair)
+    return out
+
+
+_PAIRED = (
+    ("unique/s", lambda r: r["unique"]["rps"]),
+    ("duplicates/s", lambda r: r["duplicate"]["rps"]),
+    ("drain runs/s", lambda r: _drain_rate(r["runs"])),
+    ("unique: loop CPU ms", lambda r: r["unique"]["loop_cpu_ms_per_request"]),
+    ("unique: other threads' CPU ms", lambda r: r["unique"]["other_threads_cpu_ms_per_request"]),
+    ("unique / bare", lambda r: r["unique / bare"]),
+)
+
+
+def _drain_rate(runs: dict[str, Any]) -> float:
+    seconds = float(runs["drain_seconds"])
+    return float(runs["executed_while_draining"]) / seconds if seconds else 0.0
+
+
+def pairs_table(pairs: list[dict[str, Any]]) -> str:
+    """Per pair: each figure of the base and of this tree, and this tree's over the base's."""
+    lines = [
+        "| pair | workers | figure | base | this | this / base |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for pair in pairs:
+        for name, figure in _PAIRED:
+            base, this = figure(pair["base"]), figure(pair["this"])
+            ratio = f"{this / base:.2f}x" if base else "-"
+            lines.append(
+                f"| {pair['pair']} | {pair['workers']} | {name} | {base:.2f} | {this:.2f} | {ratio} |"
+            )
+    return "\n".join(lines)
 
 
 def _per_request(
@@ -556,6 +636,14 @@ def parse_args() -> Args | None:
         action="store_false",
         help="skip the floor measurement (bare route + one durable file per request)",
     )
+    parser.add_argument(
+        "--base-src",
+        type=Path,
+        help="also measure the memfs package in this folder (PYTHONPATH), paired with this one",
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=1, help="rounds of base and this tree (--base-src; default 1)"
+    )
     parser.add_argument("--serve-floor", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--floor-dir", type=Path, help=argparse.SUPPRESS)
     benchkit.add_run_options(
@@ -577,6 +665,10 @@ def parse_args() -> Args | None:
         parser.error(f"--workers takes positive integers; --seconds is in (0, {MAX_SECONDS:g}]")
     if not 1 <= ns.pool <= MAX_POOL or not 1 <= ns.connections <= 1000:
         parser.error(f"--pool is in [1, {MAX_POOL}]; --connections in [1, 1000]")
+    if ns.base_src is not None and not (ns.base_src / "memfs" / "__init__.py").is_file():
+        parser.error(f"--base-src {ns.base_src}: no memfs package there (give its src folder)")
+    if not 1 <= ns.pairs <= 10:
+        parser.error("--pairs is in [1, 10]")
     return Args(
         workers,
         ns.seconds,
@@ -590,6 +682,8 @@ def parse_args() -> Args | None:
         ns.keep,
         ns.json_out,
         ns.floor,
+        ns.base_src.resolve() if ns.base_src is not None else None,
+        ns.pairs,
     )
 
 
@@ -624,11 +718,17 @@ def main() -> int:
             "generator": generator,
             "runs": [],
         }
-        for workers in args.workers:
-            print(f"\n== --workers {workers}")
-            results["runs"].append(measure(args, generator, root, workers, report))
+        if args.base_src is None:
+            for workers in args.workers:
+                print(f"\n== --workers {workers}")
+                results["runs"].append(measure(args, generator, root, workers, report))
+        else:
+            print(f"base: the memfs of {args.base_src}; this: the memfs of {benchkit.REPO}")
+            results["pairs"] = paired(args, generator, root, report)
         say(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
         say("\n" + report.table())
+        if args.base_src is not None:
+            say("\n" + pairs_table(results["pairs"]))
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=2) + "\n")
     return 0

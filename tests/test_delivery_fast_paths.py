@@ -167,7 +167,7 @@ def test_the_runner_starts_one_run_per_poll_while_deliveries_arrive(
         _deliver(store, OLD, f"msg_{n}")
     runner = Runner(store, KeyRing(store.backend), base_url="http://test", concurrency=4)
 
-    async def held(run: object, attempt: int) -> None:
+    async def held(pairs: object) -> None:
         await asyncio.Event().wait()  # an attempt that runs until cancelled
 
     monkeypatch.setattr(runner, "_execute", held)

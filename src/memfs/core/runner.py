@@ -22,6 +22,7 @@ import logging
 import os
 import random
 import socket
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,13 +30,14 @@ from typing import Any
 
 from memfs.canonical.backend import Backend
 from memfs.core import faults, leases, metrics, sandbox
-from memfs.core.actions.base import Outcome, Registry
+from memfs.core import runs as runs_module
+from memfs.core.actions.base import Action, Outcome, Registry
 from memfs.core.actions.command import COMMANDS_DISABLED, CommandAction, attempt_key_id
 from memfs.core.actions.memory import MemoryAction, memory_content, memory_path
 from memfs.core.keys import KeyRing
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Store
-from memfs.core.triggers import Triggers
+from memfs.core.triggers import Trigger, Triggers
 from memfs.domain import run_events
 from memfs.domain.commits import now_us
 from memfs.errors import (
@@ -53,6 +55,10 @@ BACKOFF_CAP_S = 3600.0
 # While new deliveries arrived within this many seconds, the runner yields to them
 # (``Runner.ingesting``): deliveries and runs share the CPU, the disk and the index.
 INGEST_QUIET_S = 0.5
+# An agent's claimed runs are executed in batches of concurrency / WAVES (rounded up):
+# a batch is sequential (its memory commits, in order) and records its ends together,
+# so two batches in flight overlap one's commits with the other's claims and ends.
+WAVES = 2
 INTERRUPTIONS_FORGIVEN = 5  # bounded, so a command that kills its server can't loop
 # Errors of a run's action that the same delivery would meet again on every attempt.
 PERMANENT = (PayloadTooLarge, InvalidRequest, NotFound, Conflict, Forbidden)
@@ -219,21 +225,59 @@ class Runner:
             free = min(free, 1)  # yield to the deliveries arriving (see ``delivered``)
         if free <= 0:
             return
-        for run in await asyncio.to_thread(self.runs.due, now_us(), 200):
-            if free <= 0:
-                break
-            if run.run_id in self.active:
-                continue
-            attempt = await asyncio.to_thread(self._take, run)
-            if attempt is None:
-                continue
-            free -= 1
-            task = asyncio.create_task(self._execute(run, attempt))
-            self.active[run.run_id] = task
-            task.add_done_callback(functools.partial(self._done, run.run_id))
+        # The due runs and their claims in one trip to a worker thread, where each was
+        # a trip of its own (a run's hand-offs cost the event loop, which serves the
+        # deliveries too, more than its claims: docs/benchmarks.md).
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._claim_due, free, frozenset(self.active), loop)
 
-    def _done(self, run_id: str, _task: asyncio.Task[None]) -> None:
-        self.active.pop(run_id, None)
+    def _claim_due(
+        self, free: int, active: frozenset[str], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        """Claim up to ``free`` of the due runs not in ``active``, oldest first, and
+        start them on ``loop`` (each start is queued there before this call's answer,
+        so ``poll`` returns with them in ``active``).
+
+        The queued and due-again runs are claimed together (``Runs.claim_many``: their
+        claims and ``claimed`` events share durable writes), and each agent's batch is
+        started as one: its runs are executed in order and their ends recorded
+        together (``_execute``). A running run (its owner may have died) is taken on
+        its own, and started at once."""
+        due = [run for run in self.runs.due(now_us(), 200) if run.run_id not in active]
+        started = pos = 0
+        while started < free and pos < len(due):
+            batch: list[Run] = []
+            while pos < len(due) and started + len(batch) < free:
+                run, pos = due[pos], pos + 1
+                if run.status != "running":
+                    batch.append(run)
+                    continue
+                attempt = self._take(run)
+                if attempt is not None:
+                    started += 1
+                    loop.call_soon_threadsafe(self._start, [(run, attempt)])
+            won: dict[str, list[tuple[Run, int]]] = {}
+            for run, claimed in zip(batch, self.runs.claim_many(batch, self.owner), strict=True):
+                if claimed is None:
+                    self._adopt_dead_claim(run)
+                else:
+                    started += 1
+                    won.setdefault(run.agent_id, []).append((run, claimed))
+            wave = max(1, -(-self.concurrency // WAVES))
+            for pairs in won.values():
+                for at in range(0, len(pairs), wave):
+                    loop.call_soon_threadsafe(self._start, pairs[at : at + wave])
+
+    def _start(self, pairs: list[tuple[Run, int]]) -> None:
+        task = asyncio.create_task(self._execute(pairs))
+        ids = [run.run_id for run, _ in pairs]
+        for run_id in ids:
+            self.active[run_id] = task
+        task.add_done_callback(functools.partial(self._done, ids))
+
+    def _done(self, run_ids: list[str], _task: asyncio.Task[None]) -> None:
+        for run_id in run_ids:
+            self.active.pop(run_id, None)
 
     def _take(self, run: Run) -> int | None:
         """Claim the next attempt of ``run`` if it is ours to run now."""
@@ -291,19 +335,19 @@ class Runner:
         with contextlib.suppress(MemfsError):
             self.keys.revoke(attempt_key_id(run.run_id, attempt))
 
-    def _finish(
+    def _end(
         self,
-        run: Run,
         attempt: int,
         *,
         ok: bool,
         exit_code: int | None,
         error: str | None,
-        output: str | None = None,
-        expect: str = "running",
-        permanent: bool = False,
-    ) -> Run:
-        ours = [False]  # whether the end event appended is this call's
+        expect: str,
+        permanent: bool,
+    ) -> tuple[runs_module.Make, list[bool]]:
+        """The end event of ``attempt`` to append, and whether the one appended was
+        this call's (set when it is decided)."""
+        ours = [False]
 
         def make(cur: Run | None) -> dict[str, Any] | None:
             ours[0] = cur is not None and cur.status == expect and cur.attempt == attempt
@@ -324,16 +368,36 @@ class Runner:
             )
             return run_events.failed(attempt, exit_code, error, retry_at)
 
+        return make, ours
+
+    def _output(self, run: Run, attempt: int, output: str, expect: str) -> None:
+        self.runs.append(
+            run.agent_id,
+            run.run_id,
+            lambda cur: (
+                run_events.output(attempt, output)
+                if cur is not None and cur.attempt == attempt and cur.status == expect
+                else None
+            ),
+        )
+
+    def _finish(
+        self,
+        run: Run,
+        attempt: int,
+        *,
+        ok: bool,
+        exit_code: int | None,
+        error: str | None,
+        output: str | None = None,
+        expect: str = "running",
+        permanent: bool = False,
+    ) -> Run:
+        make, ours = self._end(
+            attempt, ok=ok, exit_code=exit_code, error=error, expect=expect, permanent=permanent
+        )
         if output is not None:
-            self.runs.append(
-                run.agent_id,
-                run.run_id,
-                lambda cur: (
-                    run_events.output(attempt, output)
-                    if cur is not None and cur.attempt == attempt and cur.status == expect
-                    else None
-                ),
-            )
+            self._output(run, attempt, output, expect)
         result = self.runs.append(run.agent_id, run.run_id, make)
         assert result is not None
         if ours[0] and result.status == "delayed":
@@ -341,46 +405,161 @@ class Runner:
             self.runs.note_retry(run.agent_id, run.run_id, attempt)
         return self.runs.get(run.agent_id, run.run_id)
 
-    async def _execute(self, run: Run, attempt: int) -> None:
-        async with self.slots:
-            ok, code, error, output = False, None, None, None
-            started, action = time.perf_counter(), "unknown"
-            permanent = False
+    def _record(self, ends: list[tuple[Run, int, _Ended]]) -> None:
+        """``_finish`` of each attempt, their end events appended together
+        (``Runs.append_many``: a batch's ``succeeded`` events share one file)."""
+        appends: list[runs_module.Append] = []
+        flags: list[list[bool]] = []
+        for run, attempt, end in ends:
+            if end.output is not None:
+                self._output(run, attempt, end.output, "running")
+            make, ours = self._end(
+                attempt,
+                ok=end.ok,
+                exit_code=end.exit_code,
+                error=end.error,
+                expect="running",
+                permanent=end.permanent,
+            )
+            appends.append((run.agent_id, run.run_id, make))
+            flags.append(ours)
+        results = self.runs.append_many(appends)
+        for (run, attempt, _), ours, result in zip(ends, flags, results, strict=True):
+            if ours[0] and result is not None and result.status == "delayed":
+                self.runs.note_retry(run.agent_id, run.run_id, attempt)
+
+    async def _execute(self, pairs: list[tuple[Run, int]]) -> None:
+        """Execute the claimed attempts ``pairs`` (runs of one agent, oldest first)."""
+        held = 0
+        try:
+            for _ in pairs:
+                await self.slots.acquire()
+                held += 1
+            # One trip to a worker thread reads what each attempt needs and, for an
+            # action that is plain blocking work (memory), performs it, in order, and
+            # records the ends together; only an action with a process to watch
+            # (command) comes back to the loop to be awaited, then a second trip
+            # records its end.
+            halt = threading.Event()
             try:
-                trigger = await asyncio.to_thread(self.triggers.get, run.agent_id, run.trigger_id)
-                delivery = await asyncio.to_thread(self.runs.delivery, run)
+                steps = await asyncio.to_thread(self._begin, pairs, halt)
+            except asyncio.CancelledError:
+                # Shutting down, or the lease lost: the thread finishes the attempt it
+                # is in and starts no other of the batch (those are found interrupted
+                # and retried, as an attempt cancelled on the loop is).
+                halt.set()
+                raise
+            ends = [step for step in steps if isinstance(step, _Ended)]
+            waiting = [
+                (run, attempt, step)
+                for (run, attempt), step in zip(pairs, steps, strict=True)
+                if isinstance(step, _Prepared)
+            ]
+            if waiting:
+                done = await asyncio.gather(*(self._perform(*item) for item in waiting))
+                finished = [
+                    (run, attempt, end)
+                    for (run, attempt, _), end in zip(waiting, done, strict=True)
+                ]
+                await asyncio.to_thread(self._record, finished)
+                ends += done
+            for end in ends:
+                metrics.run_attempt_done(end.action, end.ok, end.seconds)
+        finally:
+            for _ in range(held):
+                self.slots.release()
+        if not self.ingesting():  # else the next tick starts the next run
+            self.wake.set()
+
+    def _begin(
+        self, pairs: list[tuple[Run, int]], halt: threading.Event | None = None
+    ) -> list[_Ended | _Prepared]:
+        """In a worker thread: for each attempt the trigger, the delivery and its body;
+        a blocking action's attempt performed; then the ends of those recorded. Once
+        ``halt`` is set no further attempt begins."""
+        steps: list[_Ended | _Prepared] = []
+        ended: list[tuple[Run, int, _Ended]] = []
+        for run, attempt in pairs:
+            if halt is not None and halt.is_set():
+                break
+            started, action = time.perf_counter(), "unknown"
+            try:
+                trigger = self.triggers.get(run.agent_id, run.trigger_id)
+                delivery = self.runs.delivery(run)
                 body = self.runs.body(delivery)
                 chosen = self.actions.for_trigger(trigger)
                 action = chosen.name
-                outcome: Outcome = await chosen.perform(run, attempt, trigger, delivery, body)
-                ok, code, error, output = (
-                    outcome.ok,
-                    outcome.exit_code,
-                    outcome.error,
-                    outcome.output,
-                )
-            except PERMANENT as exc:
-                # Retrying can't help (too large, invalid, agent erased): fail at once.
-                error, permanent = f"{exc.message} (permanent: not retried)", True
-            except MemfsError as exc:
-                error = exc.message
-            except asyncio.CancelledError:
-                raise  # shutting down: the attempt will be found interrupted and retried
-            except Exception as exc:  # a run must end, whatever its action did
-                log.exception("run %s attempt %d crashed", run.run_id, attempt)
-                error = f"internal error: {type(exc).__name__}"
-            metrics.run_attempt_done(action, ok, time.perf_counter() - started)
-            await asyncio.to_thread(
-                functools.partial(
-                    self._finish,
-                    run,
-                    attempt,
-                    ok=ok,
-                    exit_code=code,
-                    error=error,
-                    output=output,
-                    permanent=permanent,
-                )
+                # A ``BlockingAction`` (actions/base), told by its method: an isinstance
+                # check of a runtime protocol costs tens of µs.
+                blocking = getattr(chosen, "perform_blocking", None)
+                if blocking is None:
+                    steps.append(_Prepared(chosen, trigger, delivery, body, started))
+                    continue
+                end = _ended(action, blocking(run, attempt, trigger, delivery, body), started)
+            except Exception as exc:
+                end = _failed(action, run, attempt, exc, started)
+            steps.append(end)
+            ended.append((run, attempt, end))
+        if ended:
+            self._record(ended)
+        return steps
+
+    async def _perform(self, run: Run, attempt: int, step: _Prepared) -> _Ended:
+        try:
+            outcome = await step.action.perform(
+                run, attempt, step.trigger, step.delivery, step.body
             )
-            if not self.ingesting():  # else the next tick starts the next run
-                self.wake.set()
+        except asyncio.CancelledError:
+            raise  # shutting down: the attempt will be found interrupted and retried
+        except Exception as exc:
+            return _failed(step.action.name, run, attempt, exc, step.started)
+        return _ended(step.action.name, outcome, step.started)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """What an attempt of an action awaited on the loop needs."""
+
+    action: Action
+    trigger: Trigger
+    delivery: dict[str, Any]
+    body: bytes
+    started: float  # time.perf_counter() when the attempt began
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ended:
+    """How an attempt ended, as the runner records it."""
+
+    action: str  # the metrics label
+    ok: bool
+    exit_code: int | None = None
+    error: str | None = None
+    output: str | None = None
+    permanent: bool = False
+    seconds: float = 0.0  # how long the attempt took (the metrics' duration)
+
+
+def _ended(action: str, outcome: Outcome, started: float) -> _Ended:
+    return _Ended(
+        action,
+        outcome.ok,
+        outcome.exit_code,
+        outcome.error,
+        outcome.output,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _failed(action: str, run: Run, attempt: int, exc: Exception, started: float) -> _Ended:
+    """The end of an attempt whose action (or its reading) raised ``exc``."""
+    seconds = time.perf_counter() - started
+    if isinstance(exc, PERMANENT):
+        # Retrying can't help (too large, invalid, agent erased): fail at once.
+        message = f"{exc.message} (permanent: not retried)"
+        return _Ended(action, False, error=message, permanent=True, seconds=seconds)
+    if isinstance(exc, MemfsError):
+        return _Ended(action, False, error=exc.message, seconds=seconds)
+    # A run must end, whatever its action did.
+    log.error("run %s attempt %d crashed", run.run_id, attempt, exc_info=exc)
+    return _Ended(action, False, error=f"internal error: {type(exc).__name__}", seconds=seconds)

@@ -152,6 +152,9 @@ def _event_bytes(event: dict[str, Any]) -> bytes:
 
 _NAMES = index.RUN_FIELDS
 
+# What ``append`` is given: the event to append to a run as it stands (None: nothing).
+Make = Callable[["Run | None"], "dict[str, Any] | None"]
+
 
 def _apply(
     ix: WriteSession,
@@ -199,6 +202,10 @@ def _apply(
 def get_row(ix: ReadSession, agent_id: str, run_id: str) -> Run | None:
     row = ix.run_row(agent_id, run_id)
     return Run(*row) if row else None
+
+
+# One ``append`` of ``append_many``: (agent id, run id, make).
+Append = tuple[str, str, Make]
 
 
 @dataclass
@@ -280,6 +287,63 @@ class Runs:
             tries=50,
             conflict=lambda: Conflict("run changed concurrently too often; retry"),
         )
+
+    def append_many(self, items: list[Append]) -> list[Run | None]:
+        """``append`` of each (agent id, run id, make), each item decided alone, their
+        events made durable together: events of one agent's runs with the same bytes
+        (a batch's claims or ends: the same event at one ``at``) share one file,
+        hard-linked under each event's name (``_put_all``), and the winners are
+        indexed in one transaction. An event that lost its name to a racing appender
+        is decided again on the new state, on its own (``append``)."""
+        at = now_us()
+        results: list[Run | None] = [None] * len(items)
+        pending: list[tuple[int, str, bytes, int, dict[str, Any]]] = []
+        for i, (agent_id, run_id, make) in enumerate(items):
+            row = self._current(agent_id, run_id)
+            if row is None:
+                with self.store.index.write_session() as ix:
+                    row = self._catch_up(ix, agent_id, run_id)
+            event = make(row)
+            if event is None or row is None:
+                results[i] = row
+                continue
+            event.setdefault("at", at)
+            seq = row.events + 1
+            pending.append((i, event_key(agent_id, run_id, seq), _event_bytes(event), seq, event))
+        made = self._put_all([(key, data) for _, key, data, _, _ in pending])
+        if any(made):
+            with self.store.index.write_session() as ix:
+                for (i, _, _, seq, event), won in zip(pending, made, strict=True):
+                    if won:
+                        agent_id, run_id, _ = items[i]
+                        current = get_row(ix, agent_id, run_id)
+                        if current is not None and current.events == seq - 1:
+                            current = _apply(ix, agent_id, run_id, seq, event, current)
+                        results[i] = self._follow(ix, agent_id, run_id, current)
+        for (i, _, _, _, _), won in zip(pending, made, strict=True):
+            if not won:
+                results[i] = self.append(*items[i])
+        return results
+
+    def _put_all(self, items: list[tuple[str, bytes]]) -> list[bool]:
+        """``put_if_absent`` of each (key, data), all durable on return; the keys of one
+        folder with the same bytes as ONE file linked under each name, one file fsync
+        and one folder fsync for them all (``put_shared_if_absent``, create-if-absent
+        per name, as the deliveries' batches). A backend without it (S3) puts each."""
+        shared = getattr(self.backend, "put_shared_if_absent", None)
+        made = [False] * len(items)
+        groups: dict[tuple[str, bytes], list[int]] = {}
+        for i, (key, data) in enumerate(items):
+            groups.setdefault((key.rpartition("/")[0], data), []).append(i)
+        for (_, data), members in groups.items():
+            if shared is None or len(members) == 1:
+                for i in members:
+                    made[i] = self.backend.put_if_absent(items[i][0], data)
+            else:
+                names = [items[i][0] for i in members]
+                for i, won in zip(members, shared(names, data), strict=True):
+                    made[i] = won
+        return made
 
     def _index_won(self, agent_id: str, run_id: str, seq: int, event: dict[str, Any]) -> Run:
         """Index event ``seq``, just published by this writer, and any after it."""
@@ -518,13 +582,35 @@ class Runs:
             # failing worker noted the retry, so whoever comes first notes it, once.
             self.note_retry(run.agent_id, run.run_id, run.attempt)
 
-        def claimed(cur: Run | None) -> dict[str, Any] | None:
-            if cur is None or cur.attempt >= attempt:
-                return None
-            return run_events.claimed(attempt, owner)
-
-        self.append(run.agent_id, run.run_id, claimed)
+        self.append(run.agent_id, run.run_id, _claimed(attempt, owner))
         return attempt
+
+    def claim_many(self, runs: list[Run], owner: dict[str, Any]) -> list[int | None]:
+        """``claim`` of each run (runnable, of one or more agents), the claims and their
+        ``claimed`` events made durable together: a batch's claims of the same attempt
+        number in one agent's folder are the same bytes, so ONE file linked under each
+        claim's name (create-if-absent per name: each attempt is still won by exactly
+        one claimer, against other threads, workers and servers), then their events
+        likewise (``append_many``). The attempt each got, or None where someone else
+        claimed it."""
+        attempts: list[int | None] = [None] * len(runs)
+        todo: list[tuple[int, str, bytes]] = []
+        for i, run in enumerate(runs):
+            attempt = run.attempt + 1
+            key = claim_key(run.agent_id, run.run_id, attempt)
+            if not self.backend.exists(key):  # as ``claim``: a claim seen is not written
+                todo.append((i, key, json.dumps({**owner, "attempt": attempt}).encode()))
+        made = self._put_all([(key, data) for _, key, data in todo])
+        won = [i for (i, _, _), created in zip(todo, made, strict=True) if created]
+        for i in won:
+            run = runs[i]
+            attempts[i] = run.attempt + 1
+            if run.status == "delayed":
+                self.note_retry(run.agent_id, run.run_id, run.attempt)
+        self.append_many(
+            [(runs[i].agent_id, runs[i].run_id, _claimed(runs[i].attempt + 1, owner)) for i in won]
+        )
+        return attempts
 
     def note_retry(self, agent_id: str, run_id: str, attempt: int) -> None:
         """Append ``retry_scheduled`` for ``attempt``'s failure unless it is there: once
@@ -641,6 +727,17 @@ class Runs:
             with self.store.index.write_session() as ix:
                 ix.forget_delivery(agent_id, run_id)
         return len(rows)
+
+
+def _claimed(attempt: int, owner: dict[str, Any]) -> Make:
+    """The ``claimed`` event of ``attempt``, unless the run is past it."""
+
+    def claimed(cur: Run | None) -> dict[str, Any] | None:
+        if cur is None or cur.attempt >= attempt:
+            return None
+        return run_events.claimed(attempt, owner)
+
+    return claimed
 
 
 def _index_made(store: Store, items: list[_Registration]) -> None:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response
@@ -16,11 +14,13 @@ from memfs.core.runs import Runs, check_run_id
 from memfs.core.triggers import CommandGuard, Triggers, command_guard
 from memfs.domain import paths
 from memfs.errors import PayloadTooLarge
-from memfs.http.context import Ctx
+from memfs.http.context import Ctx, Writers
 
 # The threads deliveries are accepted on: as many as anyio's default limiter allowed,
-# so concurrent new deliveries still reach one batch (core/delivery_records.py).
-_DELIVERIES = ThreadPoolExecutor(40, thread_name_prefix="memfs-deliver")
+# so concurrent new deliveries still reach one batch (core/delivery_records.py). The
+# writes' lighter hand-off (``Writers``: one queue put, one ``call_soon_threadsafe``
+# back), on threads of their own so deliveries never wait behind memory writes.
+_DELIVERIES = Writers(40, "memfs-deliver")
 
 
 def _agent(ctx: Ctx, action: str) -> str:
@@ -108,7 +108,6 @@ async def deliver(ctx: Ctx) -> Response:
     ]
     if len(signatures) > 1:
         headers["webhook-signature"] = " ".join(signatures)
-    loop = asyncio.get_running_loop()
     # The target as this process last found it, with no I/O on the loop: only the limit
     # to read the body with; ``accept`` checks it again in the worker thread. Read
     # afresh first (a 404 before any body) when none is kept or the declared body is
@@ -116,21 +115,23 @@ async def deliver(ctx: Ctx) -> Response:
     target = deliveries.seen(store, agent_id, trigger_id)
     declared = headers.get("content-length", "")
     if target is None or (declared.isdigit() and int(declared) > target.body_limit):
-        target = await loop.run_in_executor(
-            _DELIVERIES, deliveries.target, store, settings, agent_id, trigger_id
+        target = await _DELIVERIES.run(
+            functools.partial(deliveries.target, store, settings, agent_id, trigger_id)
         )
     try:
         body = await ctx.body(target.body_limit)
     except PayloadTooLarge as exc:
         # Streamed past the limit: the target as it stands answers (404 if it is gone).
-        now = await loop.run_in_executor(_DELIVERIES, deliveries.current, store, settings, target)
+        now = await _DELIVERIES.run(
+            functools.partial(deliveries.current, store, settings, target)
+        )
         raise now.explain(exc) from None
     runner = ctx.services.runner
     # One trip to a worker thread for the whole judgement (the target checked again,
     # the signature, exactly once, the record and its run): the fsyncs of concurrent
-    # deliveries overlap there (and their index rows share a transaction). Through the
-    # loop's executor on a pool of its own rather than anyio's ``run_in_threadpool``,
-    # whose hand-off cost about as much CPU as answering a retried id itself.
+    # deliveries overlap there (and their index rows share a transaction). On a pool of
+    # its own rather than anyio's ``run_in_threadpool``, whose hand-off cost about as
+    # much CPU as answering a retried id itself.
     work = functools.partial(
         deliveries.accept,
         store,
@@ -142,7 +143,7 @@ async def deliver(ctx: Ctx) -> Response:
         now=time.time(),
         wake=runner.delivered if runner is not None else None,
     )
-    run, created = await loop.run_in_executor(_DELIVERIES, work)
+    run, created = await _DELIVERIES.run(work)
     return JSONResponse(run.to_json(), status_code=202 if created else 200)
 
 

@@ -34,6 +34,16 @@ class Action(Protocol):
     ) -> Outcome: ...
 
 
+class BlockingAction(Action, Protocol):
+    """An action whose attempt is plain blocking work, with no process to watch: the
+    runner performs it on a worker thread, in the same trip as reading the delivery
+    and recording the attempt's end (one hand-off per attempt, not four)."""
+
+    def perform_blocking(
+        self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
+    ) -> Outcome: ...
+
+
 class Registry:
     """The actions by name; a type without an action of its own is a memory action (the
     default of a trigger without one)."""

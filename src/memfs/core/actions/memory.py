@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
+import re
+from collections.abc import Callable
 from typing import Any
 
 from memfs.core.actions.base import Outcome
@@ -27,7 +30,10 @@ def memory_content(trigger: Trigger, delivery: dict[str, Any], body: bytes) -> b
         "contentType": media,
         "receivedAt": format_ts(int(delivery["receivedAt"])),
     }
-    head = "---\n" + yaml.safe_dump(meta, allow_unicode=True, sort_keys=False) + "---\n"
+    yaml_text = plain_yaml(meta)
+    if yaml_text is None:
+        yaml_text = yaml.safe_dump(meta, allow_unicode=True, sort_keys=False)
+    head = "---\n" + yaml_text + "---\n"
     try:
         text = body.decode("utf-8")
         if "\x00" in text:
@@ -36,6 +42,57 @@ def memory_content(trigger: Trigger, delivery: dict[str, Any], body: bytes) -> b
         encoded = base64.encodebytes(body).decode()
         text = f"Binary body ({media}, {len(body)} bytes), base64:\n\n```base64\n{encoded}```\n"
     return (head + text).encode()
+
+
+# A value YAML writes as it is (plain) on one line: printable ASCII with none of the
+# indicators YAML reads specially where they stand (a first character of
+# "-?:,[]{}#&*!|>'\"%@`", ": ", " #"), no trailing space. A value that reads as another
+# type (YAML's resolver says: true, 1.5, a date) is written in single quotes instead,
+# as is a date-time's ':'.
+_PLAIN = re.compile(r"[A-Za-z0-9_(][A-Za-z0-9 _.,;/()+=@'!?&*%~^$-]*")
+_QUOTABLE = re.compile(r"[A-Za-z0-9_(][A-Za-z0-9 _.,;:/()+=@!?&*%~^$-]*")
+_STR = "tag:yaml.org,2002:str"
+WIDTH = 80  # PyYAML's: a longer line may be folded at a space
+
+
+@functools.cache
+def _resolve() -> Callable[[str], str]:
+    """The tag YAML's resolver gives a plain scalar (what a reader would parse)."""
+    import yaml
+
+    resolver = yaml.resolver.Resolver()
+    resolve: Callable[[type, str, tuple[bool, bool]], str] = resolver.resolve
+    return lambda value: str(resolve(yaml.ScalarNode, value, (True, False)))
+
+
+def plain_yaml(meta: dict[str, str]) -> str | None:
+    """``yaml.safe_dump(meta, allow_unicode=True, sort_keys=False)`` without the
+    emitter, for keys and values YAML writes plain or single-quoted on one line each
+    (None for any other mapping: the caller asks YAML). The emitter was the largest
+    share of a memory run's Python; ``tests/test_memory_content.py`` checks these
+    bytes against PyYAML's by property test."""
+    resolve = _resolve()
+    lines = []
+    for key, value in meta.items():
+        if not _PLAIN.fullmatch(key) or key.endswith(" ") or resolve(key) != _STR:
+            return None
+        if value.endswith(" "):
+            return None
+        if _PLAIN.fullmatch(value):
+            if resolve(value) == _STR:
+                line = f"{key}: {value}"
+            elif "'" in value:
+                return None
+            else:
+                line = f"{key}: '{value}'"
+        elif _QUOTABLE.fullmatch(value) and resolve(value) != _STR:
+            line = f"{key}: '{value}'"
+        else:
+            return None
+        if len(line) > WIDTH:
+            return None
+        lines.append(line + "\n")
+    return "".join(lines)
 
 
 def memory_size_at_most(trigger: Trigger, delivery: dict[str, Any], body_bytes: int) -> int:
@@ -85,7 +142,13 @@ class MemoryAction:
     async def perform(
         self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
     ) -> Outcome:
-        await asyncio.to_thread(self._write, run, trigger, delivery, body)
+        return await asyncio.to_thread(self.perform_blocking, run, attempt, trigger, delivery, body)
+
+    def perform_blocking(
+        self, run: Run, attempt: int, trigger: Trigger, delivery: dict[str, Any], body: bytes
+    ) -> Outcome:
+        """The attempt on the caller's thread (the runner's: ``actions/base``)."""
+        self._write(run, trigger, delivery, body)
         return Outcome(ok=True)
 
     def _write(self, run: Run, trigger: Trigger, delivery: dict[str, Any], body: bytes) -> None:
