@@ -23,7 +23,11 @@ item. ``--commit-queue waking`` runs the memfs rounds with the commits queued on
 ``WakingGroupCommit`` instead of the leader lock. ``--compare-planning`` adds, in each
 round and the same process, 16 writers each planning its own commit (the commit path
 before batched planning, ``Committer.plan_in_batches`` off): the one comparison here
-that the machine's mood does not swamp. ``--no-worktree`` runs the Store without its
+that the machine's mood does not swamp. ``--compare-tree`` adds, the same way, 1 and
+16 writers with the working tree's files as before (staged by the caller before its
+entry, renamed inside the index transaction: ``Committer.stage_beside`` and
+``tree_before_index`` off) against today's (staged on a helper thread while the entry
+is made, renamed before the index transaction). ``--no-worktree`` runs the Store without its
 working tree (no file created per commit, whose system time moves with other
 processes' file churn on the same disk).
 
@@ -129,6 +133,15 @@ def alone_round(store: Store, per_thread: int, r: int) -> Sample:
         store.commits.plan_in_batches = True
 
 
+def tree_before_round(store: Store, threads: int, per_thread: int, tag: str) -> Sample:
+    """``memfs_round`` with the tree files staged and renamed as before (both off)."""
+    store.commits.stage_beside = store.commits.tree_before_index = False
+    try:
+        return memfs_round(store, threads, per_thread, tag)
+    finally:
+        store.commits.stage_beside = store.commits.tree_before_index = True
+
+
 def floor_round(root: Path, threads: int, per_thread: int, tag: str) -> Sample:
     fds = [
         os.open(root / f"{tag}-{t}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -215,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         "interleaved with the batched rounds in the same process",
     )
     parser.add_argument(
+        "--compare-tree", action="store_true",
+        help="also 1 and 16 writers with the tree files staged and renamed as before "
+        "(on the caller's thread, inside the index transaction), interleaved",
+    )
+    parser.add_argument(
         "--no-worktree", action="store_true",
         help="no working tree: the commit path without its file creation (whose system "
         "time moves with other processes' file churn on the same disk)",
@@ -247,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         alone = "memfs, 16 writers, each plans alone"
         if args.compare_planning:
             labels.append(alone)
+        tree_labels = ["memfs, 1 writer, tree as before", "memfs, 16 writers, tree as before"]
+        if args.compare_tree:
+            labels.extend(tree_labels)
         runs: dict[str, list[Sample]] = {label: [] for label in labels}
         try:
             memfs_round(store, 1, 20, "warm")
@@ -262,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 if args.compare_planning:
                     steps.insert(2, (alone, lambda r=r: alone_round(store, per_thread, r)))
+                if args.compare_tree:
+                    steps[1:1] = [
+                        (tree_labels[0], lambda r=r: tree_before_round(store, 1, single, f"t{r}")),
+                        (
+                            tree_labels[1],
+                            lambda r=r: tree_before_round(store, THREADS, per_thread, f"u{r}"),
+                        ),
+                    ]
                 for label, step in steps if r % 2 == 0 else steps[::-1]:
                     runs[label].append(step())
                 loads.append(os.getloadavg()[0])
@@ -291,6 +320,17 @@ def main(argv: list[str] | None = None) -> int:
             say(f"16 writers, batched planning / each plans alone: {many.rate / each.rate:.2f}x "
                 f"the rate, {(many.user_ms + many.sys_ms) / (each.user_ms + each.sys_ms):.2f}x "
                 f"the CPU per write, {many.vcs / each.vcs:.2f}x the voluntary switches")
+        if args.compare_tree:
+            for now, before in ((one, meds[tree_labels[0]]), (many, meds[tree_labels[1]])):
+                writers = "1 writer" if now is one else "16 writers"
+                say(f"{writers}, tree now / tree as before: {now.rate / before.rate:.2f}x the "
+                    f"rate, {(now.user_ms + now.sys_ms) / (before.user_ms + before.sys_ms):.2f}x "
+                    "the CPU per write")
+            ratios = [
+                f"{a.rate / b.rate:.2f}"
+                for a, b in zip(runs[labels[1]], runs[tree_labels[1]], strict=True)
+            ]
+            say(f"16 writers, tree now / as before, per round: {', '.join(ratios)}")
     return 0
 
 

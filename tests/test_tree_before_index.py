@@ -9,7 +9,8 @@ the entry is made (``tree_commit.Stager``); proved with real processes and real 
   ``.conflict-r`` file and the right content, in the tree and through the API;
 - an agent erased once its commit's tree file is in place keeps no tree file of it;
 - a staging handed to the helper and not yet begun when the commit loses its race is
-  cancelled: nothing of it is ever made.
+  cancelled: nothing of it is ever made;
+- a staging that fails leaves the commit standing and its file written all the same.
 """
 
 from __future__ import annotations
@@ -189,3 +190,27 @@ class _Blocking:
 
     def stage(self) -> None:
         assert self.hold.wait(WAIT)
+
+
+def test_a_staging_that_fails_still_leaves_the_file_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper's staging raises: the commit stands and its file is written from the
+    contents, so the next update of that path is no hand edit either."""
+    data = tmp_path / "data"
+    store = Store(data)
+    try:
+        store.create_agent(AGENT)
+
+        def failing(self: tree_commit.TreeCommit) -> None:
+            raise RuntimeError("staging failed")
+
+        monkeypatch.setattr(tree_commit.TreeCommit, "stage", failing)
+        assert store.write(AGENT, "/memories/docs/m.md", b"# m1\n", actor="t").revision == 1
+        assert store.write(AGENT, "/memories/docs/m.md", b"# m2\n", actor="t").revision == 2
+        monkeypatch.undo()
+        assert store.write(AGENT, "/memories/docs/m.md", b"# m3\n", actor="t").revision == 3
+        assert _tree_files(data, AGENT) == ["docs/m.md"]
+        assert (layout.worktree_root(data, AGENT) / "docs/m.md").read_bytes() == b"# m3\n"
+    finally:
+        store.close()

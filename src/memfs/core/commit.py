@@ -10,21 +10,23 @@ One commit, in order:
    and one thread plans every commit waiting in ONE read session, so that 16 writers'
    planning is not 16 threads' (docs/benchmarks.md, "Batched planning, fewer runnable
    threads, the tree file's create").
-2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
-   the working-tree files, then create
-   log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
-   *no* index write lock is held, so concurrent commits of different agents overlap
-   their fsyncs (or their S3 PUTs). Losing that race (another writer took N+1) catches
-   the index up from the log and plans again on the new head (``cas.retry_lost_races``),
-   so preconditions are re-checked.
+2. **Publish**, on the caller's own thread again: the working-tree files handed to
+   the stager's thread (``tree_commit.Stager``), contents over 16 KiB as blobs, then
+   create log entry N+1 with create-if-absent (``_publish_entry``) — the commit point —
+   while *no* index write lock is held, so concurrent commits of different agents
+   overlap their fsyncs (or their S3 PUTs), and a commit's fsync overlaps its tree
+   file's staging. Losing that race (another writer took N+1) catches the index up from
+   the log and plans again on the new head (``cas.retry_lost_races``), so
+   preconditions are re-checked. Won, the staged tree files are renamed into place on
+   this thread (``_place_tree``), before the index knows the commit.
 3. **Index** the durable entry through ``Committer.group`` (``core.group_commit``):
    the leader applies every queued entry, and any entry of that agent the index has not
    seen yet, in timestamp order, in ONE write transaction. ``visible_at`` is taken there
    from the index clock (``max(clock + 1, ts)``: its timestamp unless the clock passed
    it meanwhile), so a commit is visible later than every ``readTimestamp`` answered
-   before it became visible; the staged tree files are
-   published inside the flush, before the transaction commits (see the design notes:
-   a tree behind an up-to-date index is never repaired).
+   before it became visible. The tree files are in place before it begins (see the
+   design notes: a tree behind an up-to-date index is never repaired; one ahead of the
+   index holds what the log holds).
 4. **Acknowledge** the caller once its own entry is durable *and* the batch holding it
    is committed in the index (read-after-write). An index that fails after the entry is
    durable does not undo it: the commit is acknowledged, the index catches up from the
@@ -447,7 +449,7 @@ class Committer:
         agent_id = commit.agent_id
         try:
             # The new tree files are made while the entry is (on the stager's thread:
-            # nobody sees them until the flush renames them into place; a lost race
+            # nobody sees them until _place_tree renames them into place; a lost race
             # or a failure removes them, or cancels a staging not begun).
             if self.stage_beside:
                 tree.stage_beside(self._stager)
@@ -531,7 +533,8 @@ class Committer:
 
     def _index(self, batch: list[_Queued]) -> None:
         """One write transaction applying ``batch`` (and the entries before each that
-        the index lacks) in revision order; tree files published before it commits."""
+        the index lacks) in revision order; tree files not placed yet (``_place_tree``
+        off, or its staging failed) published before it commits."""
         # In timestamp order (an agent's revisions are too): each is then made visible
         # at its own timestamp, unless the clock passed it meanwhile (see _visible_at).
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))

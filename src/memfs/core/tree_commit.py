@@ -1,6 +1,7 @@
 """The working tree's side of a commit: staged while the commit's log entry is made
-(on a helper thread, ``Stager``), published once it stands (inside the group commit's
-index transaction, ``core/commit.py``), discarded if it does not.
+(on a helper thread, ``Stager``), published once the entry is durable and before the
+index transaction (``Committer._place_tree``, ``core/commit.py``), discarded if the
+commit does not stand.
 
 The tree is derived: a file that can't be published is logged and left to
 ``fsck --repair``; the commit stands.
@@ -82,12 +83,14 @@ class Stager:
 
     def submit(self, tree: TreeCommit) -> _Job:
         job = _Job(tree)
+        if self._forks != _forks[0]:
+            # A forked child: the helper thread is not here, and the mutex may have been
+            # held by a thread that is not here either.
+            self._mutex, self._jobs, self._bell = threading.Lock(), deque(), None
+            self._thread, self._forks = None, _forks[0]
         with self._mutex:
-            if self._thread is None or self._forks != _forks[0]:
-                # None yet, stopped, or not in this process (a fork keeps no threads).
-                self._forks, self._stopping = _forks[0], False
-                self._jobs.clear()
-                self._bell = None
+            if self._thread is None:  # none yet, or stopped
+                self._stopping = False
                 self._thread = threading.Thread(
                     target=self._run, name="memfs-tree-stager", daemon=True
                 )
@@ -206,10 +209,14 @@ class TreeCommit:
         caller publishes it before its flush, which then finds it done)."""
         if self.published:
             return
-        self.published = True
-        self._settle(run=True)
+        try:
+            self._settle(run=True)
+        except Exception as exc:  # the files are written from the contents instead
+            log.warning("working tree of %s not staged: %s", self.commit.agent_id, exc)
         staged, self.staged = self.staged, {}
         publish(self.tree, self.commit, self.contents, staged)
+        # Only now: a publish that raised is done again by the flush, from the contents.
+        self.published = True
 
     def placed(self) -> frozenset[str]:
         """The paths this commit's tree files were published at (none before then)."""
