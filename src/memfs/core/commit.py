@@ -448,10 +448,13 @@ class Committer:
         store, commit, plan, tree = self.store, item.commit, item.plan, item.tree
         agent_id = commit.agent_id
         try:
-            # The new tree files are made while the entry is (on the stager's thread:
-            # nobody sees them until _place_tree renames them into place; a lost race
-            # or a failure removes them, or cancels a staging not begun).
-            if self.stage_beside:
+            # The new tree files are made while the entry is (nobody sees them until
+            # _place_tree renames them into place; a lost race or a failure removes
+            # them, or cancels a staging not begun): on the stager's thread when this
+            # is the only commit in flight; with others in flight the cores are busy
+            # with them already, and handing over cost each commit two more context
+            # switches for nothing (docs/benchmarks.md).
+            if self.stage_beside and len(self._in_flight) <= 1:
                 tree.stage_beside(self._stager)
             else:
                 tree.stage()
