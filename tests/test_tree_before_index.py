@@ -1,12 +1,14 @@
-"""A commit's tree files are renamed into place once its log entry is durable and
-before it is indexed (``Committer._place_tree``), and staged on a helper thread while
-the entry is made (``tree_commit.Stager``); proved with real processes and real files.
+"""The working tree's side of a commit, off its critical path: staged on a helper
+thread while the entry is made (``tree_commit.Stager``), and, switched on
+(``Committer.tree_before_index``, off as shipped), renamed into place once the entry
+is durable and before it is indexed; proved with real processes and real files.
 
-- a real ``memfs serve`` is killed -9 between the tree file's rename and the index
+- a real process is killed -9 between the tree file's rename and the index
   transaction (the test-only fault point ``MEMFS_TEST_FAULT=after-tree-before-index``):
   the tree then holds the update the log holds and the index lacks; ``memfs status``
-  does not take it for a hand edit, and writing that path again leaves no
-  ``.conflict-r`` file and the right content, in the tree and through the API;
+  does not take it for a hand edit, and writing that path again (a real ``memfs
+  serve``) leaves no ``.conflict-r`` file and the right content, in the tree and
+  through the API, with fsck clean;
 - an agent erased once its commit's tree file is in place keeps no tree file of it;
 - a staging handed to the helper and not yet begun when the commit loses its race is
   cancelled: nothing of it is ever made;
@@ -15,6 +17,10 @@ the entry is made (``tree_commit.Stager``); proved with real processes and real 
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -54,54 +60,60 @@ def _tree_files(data: Path, agent: str) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
+# The child: a Store with the tree renamed before the index (``tree_before_index``, off
+# as shipped), writing v1 then v2 of one path; the fault point parks v2 once its tree
+# file is in place, before its index transaction.
+_CHILD = """
+import sys
+from pathlib import Path
+from memfs.core.store import Store
+store = Store(Path(sys.argv[1]))
+store.commits.tree_before_index = True
+store.create_agent(sys.argv[2])
+store.write(sys.argv[2], "/memories/plan.md", b"# plan\\nv1\\n", actor="t")
+store.write(sys.argv[2], "/memories/plan.md", b"# plan\\nv2\\n", actor="t")
+print("acknowledged", flush=True)  # never reached: parked, then killed
+"""
+
+
 def test_kill_between_the_tree_rename_and_the_index_is_no_hand_edit(tmp_path: Path) -> None:
     data, marker = tmp_path / "data", tmp_path / "parked"
-    first, second, third = b"# plan\nv1\n", b"# plan\nv2\n", b"# plan\nv3\n"
-    env = {"MEMFS_TEST_FAULT": "after-tree-before-index:1"}  # v1 goes through, v2 parks
+    second, third = b"# plan\nv2\n", b"# plan\nv3\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    env["MEMFS_TEST_FAULT"] = "after-tree-before-index:1"  # v1 goes through, v2 parks
     env["MEMFS_TEST_FAULT_FILE"] = str(marker)
-    server = RealServer(data, env=env).start()
-    answered: list[int] = []
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(data), AGENT],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
     try:
-        with server.client() as client:
-            assert client.put(_url(AGENT), json={}).status_code == 201
-            put = client.put(_url(AGENT, "plan.md"), content=first, headers=MARKDOWN)
-            assert put.status_code == 201, put.text
-
-        def update() -> None:
-            with server.client() as c:
-                try:
-                    answer = c.put(_url(AGENT, "plan.md"), content=second, headers=MARKDOWN)
-                except Exception:
-                    return  # the server was killed: never answered
-                answered.append(answer.status_code)
-
-        writer = threading.Thread(target=update, daemon=True)
-        writer.start()
-        _wait_for(marker.exists, "the update did not reach the fault point")
+        _wait_for(lambda: marker.exists() or child.poll() is not None, "no fault point")
+        assert marker.exists(), child.communicate()
         # Parked: its entry is durable and its tree file in place, its index row not.
-        file = layout.worktree_root(data, AGENT) / "plan.md"
-        assert file.read_bytes() == second
-        server.kill_hard()
+        assert (layout.worktree_root(data, AGENT) / "plan.md").read_bytes() == second
+        child.send_signal(signal.SIGKILL)
+        out, _ = child.communicate(timeout=WAIT)
     finally:
-        server.close()
-    writer.join(WAIT)
-    assert answered == []  # never acknowledged
+        if child.poll() is None:
+            child.kill()
+            child.wait(WAIT)
+    assert b"acknowledged" not in out
 
-    # Before any server catches the index up: the file is the log's head, no hand edit.
+    # Before any process catches the index up: the file is the log's head, no hand edit.
     shown = memfs_cli("status", AGENT, data=data, timeout=WAIT)
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "plan.md" not in shown.stdout, shown.stdout
 
-    restarted = RealServer(data).start()
+    server = RealServer(data).start()
     try:
-        with restarted.client() as client:
+        with server.client() as client:
             assert client.get(_url(AGENT, "plan.md"), headers=RAW).content == second
             put = client.put(_url(AGENT, "plan.md"), content=third, headers=MARKDOWN)
             assert put.status_code == 200, put.text
             assert client.get(_url(AGENT, "plan.md"), headers=RAW).content == third
             assert client.get(_url(AGENT)).json()["revision"] == 3
     finally:
-        restarted.close()
+        server.close()
     assert _tree_files(data, AGENT) == ["plan.md"]  # no plan.md.conflict-r… beside it
     assert (layout.worktree_root(data, AGENT) / "plan.md").read_bytes() == third
     checked = memfs_cli("fsck", data=data, timeout=WAIT)
@@ -115,6 +127,7 @@ def test_an_agent_erased_once_its_tree_file_is_placed_keeps_no_tree_file(
     flush (no index lock is held there): the flush answers 404 and removes the file."""
     data = tmp_path / "data"
     store = Store(data)
+    store.commits.tree_before_index = True
     try:
         store.create_agent(AGENT)
         real = Committer._place_tree

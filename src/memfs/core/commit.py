@@ -17,16 +17,16 @@ One commit, in order:
    overlap their fsyncs (or their S3 PUTs), and a commit's fsync overlaps its tree
    file's staging. Losing that race (another writer took N+1) catches the index up from
    the log and plans again on the new head (``cas.retry_lost_races``), so
-   preconditions are re-checked. Won, the staged tree files are renamed into place on
-   this thread (``_place_tree``), before the index knows the commit.
+   preconditions are re-checked. Won, the staging is waited for on this thread
+   (``_place_tree``), not in the flush.
 3. **Index** the durable entry through ``Committer.group`` (``core.group_commit``):
    the leader applies every queued entry, and any entry of that agent the index has not
    seen yet, in timestamp order, in ONE write transaction. ``visible_at`` is taken there
    from the index clock (``max(clock + 1, ts)``: its timestamp unless the clock passed
    it meanwhile), so a commit is visible later than every ``readTimestamp`` answered
-   before it became visible. The tree files are in place before it begins (see the
-   design notes: a tree behind an up-to-date index is never repaired; one ahead of the
-   index holds what the log holds).
+   before it became visible; the staged tree files are
+   published inside the flush, before the transaction commits (see the design notes:
+   a tree behind an up-to-date index is never repaired).
 4. **Acknowledge** the caller once its own entry is durable *and* the batch holding it
    is committed in the index (read-after-write). An index that fails after the entry is
    durable does not undo it: the commit is acknowledged, the index catches up from the
@@ -241,8 +241,9 @@ class Committer:
         # bench_writers.py --compare-staging`` measures one against the other).
         self._stager = Stager()
         self.stage_beside = True
-        # The tree files renamed into place before the index transaction (``_place_tree``).
-        self.tree_before_index = True
+        # True: the tree files renamed into place before the index transaction, out of
+        # its write lock (``_place_tree``). Off: measured, not kept (see _place_tree).
+        self.tree_before_index = False
 
     def settle(self, as_of: int, timeout: float = SETTLE_S) -> None:
         """Wait until no commit of this process stamped at or before ``as_of`` is still
@@ -491,19 +492,25 @@ class Committer:
         return CommitResult(commit.revision, commit, item.written or item.row)
 
     def _place_tree(self, tree: TreeCommit) -> None:
-        """The commit's tree files, on this thread once its entry is durable and before
-        it queues to be indexed: renamed in the flush, they waited on the index's write
-        lock one batch at a time. In this order a crash leaves a tree AHEAD of the
-        index, at the version the log already holds, which the catch-up keeps (its file
-        is what it would write) and the next commit replaces; never a stale file set
-        aside as a hand edit. ``tree_before_index = False``: renamed inside the flush,
-        before it commits (the path before; only the staging is waited for here)."""
+        """Wait for the commit's staged tree files (most often made already) on this
+        thread, once its entry is durable, not in the flush, which holds the index's
+        write lock; the flush renames them into place before its transaction commits.
+
+        ``tree_before_index``: renamed here too, before the commit queues to be
+        indexed. A crash then leaves the tree AHEAD of the index, at the version the log
+        holds, which the catch-up keeps and the next commit replaces (tested). Not kept:
+        the index's write lock is also what orders two processes' renames of one
+        agent's file (two ``memfs serve`` workers, or a CLI beside a server). Outside
+        it, a process stalled between its entry and its rename can rename version N
+        over the N + 1 another process caught up and committed meanwhile, setting N + 1
+        aside as a hand edit; and the rate it bought was within this machine's noise
+        (docs/benchmarks.md, "The working tree off a commit's critical path")."""
         try:
             if self.tree_before_index:
                 tree.publish()
             else:
                 tree.settle()
-        except Exception as exc:  # derived: the commit stands (fsck --repair writes it)
+        except Exception as exc:  # derived: the commit stands (the flush writes it)
             log.warning("working tree of %s not updated: %s", tree.commit.agent_id, exc)
 
     def _publish_entry(self, key: str, entry: bytes) -> bool:
@@ -536,8 +543,8 @@ class Committer:
 
     def _index(self, batch: list[_Queued]) -> None:
         """One write transaction applying ``batch`` (and the entries before each that
-        the index lacks) in revision order; tree files not placed yet (``_place_tree``
-        off, or its staging failed) published before it commits."""
+        the index lacks) in revision order; tree files published before it commits
+        (unless ``_place_tree`` placed them already: ``tree_before_index``)."""
         # In timestamp order (an agent's revisions are too): each is then made visible
         # at its own timestamp, unless the clock passed it meanwhile (see _visible_at).
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
@@ -572,8 +579,8 @@ class Committer:
                 if item.written is None:
                     item.row = _read(ix, commit.agent_id, item.read_back)
             # Before the transaction commits (see the module doc): a tree published
-            # after it could be left stale by a crash, with nothing to repair it. Most
-            # often placed already (``_place_tree``): then this does nothing.
+            # after it could be left stale by a crash, with nothing to repair it. Placed
+            # already (``tree_before_index``): then this does nothing.
             for item in applied:
                 item.tree.publish()
         for item in order:

@@ -1,7 +1,7 @@
 """The working tree's side of a commit: staged while the commit's log entry is made
-(on a helper thread, ``Stager``), published once the entry is durable and before the
-index transaction (``Committer._place_tree``, ``core/commit.py``), discarded if the
-commit does not stand.
+(on a helper thread, ``Stager``), published once it stands (inside the group commit's
+index transaction, ``core/commit.py``; before it with ``Committer.tree_before_index``),
+discarded if it does not.
 
 The tree is derived: a file that can't be published is logged and left to
 ``fsck --repair``; the commit stands.
