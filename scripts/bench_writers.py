@@ -23,7 +23,12 @@ item. ``--commit-queue waking`` runs the memfs rounds with the commits queued on
 ``WakingGroupCommit`` instead of the leader lock. ``--compare-planning`` adds, in each
 round and the same process, 16 writers each planning its own commit (the commit path
 before batched planning, ``Committer.plan_in_batches`` off): the one comparison here
-that the machine's mood does not swamp. ``--no-worktree`` runs the Store without its
+that the machine's mood does not swamp. ``--compare-tree`` adds, the same way, 1 and
+16 writers with the working tree's files staged as before (by the caller, before its
+entry: ``Committer.stage_beside`` off) against today's (on a helper thread while the
+entry is made), and 16 writers with the files also renamed before the index
+transaction (``Committer.tree_before_index`` on: measured, not shipped).
+``--no-worktree`` runs the Store without its
 working tree (no file created per commit, whose system time moves with other
 processes' file churn on the same disk).
 
@@ -40,6 +45,7 @@ per-write figures, not the rates.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import statistics
@@ -131,6 +137,20 @@ def alone_round(store: Store, per_thread: int, r: int) -> Sample:
         store.commits.plan_in_batches = True
 
 
+def tree_round(
+    store: Store, threads: int, per_thread: int, tag: str, *, beside: bool, early: bool
+) -> Sample:
+    """``memfs_round`` with the tree files staged beside the entry or not, renamed
+    before the index transaction or inside it; the shipped settings restored after."""
+    commits = store.commits
+    shipped = commits.stage_beside, commits.tree_before_index
+    commits.stage_beside, commits.tree_before_index = beside, early
+    try:
+        return memfs_round(store, threads, per_thread, tag)
+    finally:
+        commits.stage_beside, commits.tree_before_index = shipped
+
+
 def floor_round(root: Path, threads: int, per_thread: int, tag: str) -> Sample:
     fds = [
         os.open(root / f"{tag}-{t}", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -217,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         "interleaved with the batched rounds in the same process",
     )
     parser.add_argument(
+        "--compare-tree", action="store_true",
+        help="also 1 and 16 writers with the tree files staged as before (on the "
+        "caller's thread), and 16 renaming them before the index, interleaved",
+    )
+    parser.add_argument(
         "--no-worktree", action="store_true",
         help="no working tree: the commit path without its file creation (whose system "
         "time moves with other processes' file churn on the same disk)",
@@ -258,6 +283,13 @@ def main(argv: list[str] | None = None) -> int:
         alone = "memfs, 16 writers, each plans alone"
         if args.compare_planning:
             labels.append(alone)
+        tree_labels = [
+            "memfs, 1 writer, staged as before",
+            "memfs, 16 writers, staged as before",
+            "memfs, 16 writers, renamed before the index",
+        ]
+        if args.compare_tree:
+            labels.extend(tree_labels)
         runs: dict[str, list[Sample]] = {label: [] for label in labels}
         try:
             memfs_round(store, 1, 20, "warm")
@@ -273,6 +305,14 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 if args.compare_planning:
                     steps.insert(2, (alone, lambda r=r: alone_round(store, per_thread, r)))
+                if args.compare_tree:
+                    before = functools.partial(tree_round, store, beside=False, early=False)
+                    early = functools.partial(tree_round, store, beside=True, early=True)
+                    steps[1:1] = [
+                        (tree_labels[0], functools.partial(before, 1, single, f"t{r}")),
+                        (tree_labels[1], functools.partial(before, THREADS, per_thread, f"u{r}")),
+                        (tree_labels[2], functools.partial(early, THREADS, per_thread, f"e{r}")),
+                    ]
                 for label, step in steps if r % 2 == 0 else steps[::-1]:
                     runs[label].append(step())
                 loads.append(os.getloadavg()[0])
@@ -302,6 +342,21 @@ def main(argv: list[str] | None = None) -> int:
             say(f"16 writers, batched planning / each plans alone: {many.rate / each.rate:.2f}x "
                 f"the rate, {(many.user_ms + many.sys_ms) / (each.user_ms + each.sys_ms):.2f}x "
                 f"the CPU per write, {many.vcs / each.vcs:.2f}x the voluntary switches")
+        if args.compare_tree:
+            pairs = [
+                ("1 writer, staged beside / as before", one, meds[tree_labels[0]]),
+                ("16 writers, staged beside / as before", many, meds[tree_labels[1]]),
+                ("16 writers, renamed before the index / as shipped", meds[tree_labels[2]], many),
+            ]
+            for what, a, b in pairs:
+                say(f"{what}: {a.rate / b.rate:.2f}x the rate, "
+                    f"{(a.user_ms + a.sys_ms) / (b.user_ms + b.sys_ms):.2f}x the CPU per write")
+            ratios = [
+                f"{a.rate / b.rate:.2f}"
+                for a, b in zip(runs[tree_labels[2]], runs[labels[1]], strict=True)
+            ]
+            say(f"16 writers, renamed before the index / as shipped, per round: "
+                f"{', '.join(ratios)}")
     return 0
 
 

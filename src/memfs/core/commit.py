@@ -12,13 +12,15 @@ One commit, in order:
    (docs/benchmarks.md, "Batched planning, fewer runnable threads, the tree file's
    create"); a caller that finds nobody planning plans its own on its thread, with
    no queue (``WakingGroupCommit.lead_alone``).
-2. **Publish**, on the caller's own thread again: contents over 16 KiB as blobs, stage
-   the working-tree files, then create
-   log entry N+1 with create-if-absent (``_publish_entry``) — the commit point — while
-   *no* index write lock is held, so concurrent commits of different agents overlap
-   their fsyncs (or their S3 PUTs). Losing that race (another writer took N+1) catches
-   the index up from the log and plans again on the new head (``cas.retry_lost_races``),
-   so preconditions are re-checked.
+2. **Publish**, on the caller's own thread again: the working-tree files handed to
+   the stager's thread (``tree_commit.Stager``), contents over 16 KiB as blobs, then
+   create log entry N+1 with create-if-absent (``_publish_entry``) — the commit point —
+   while *no* index write lock is held, so concurrent commits of different agents
+   overlap their fsyncs (or their S3 PUTs), and a commit's fsync overlaps its tree
+   file's staging. Losing that race (another writer took N+1) catches the index up from
+   the log and plans again on the new head (``cas.retry_lost_races``), so
+   preconditions are re-checked. Won, the staging is waited for on this thread
+   (``_place_tree``), not in the flush.
 3. **Index** the durable entry through ``Committer.group`` (``core.group_commit``):
    the leader applies every queued entry, and any entry of that agent the index has not
    seen yet, in timestamp order, in ONE write transaction. ``visible_at`` is taken there
@@ -55,7 +57,7 @@ from memfs.core import cas, fault_points
 from memfs.core.group_commit import GroupCommit, WakingGroupCommit
 from memfs.core.planner import Move, Op, Plan, paths_read, written_row
 from memfs.core.planner import plan as plan_commit
-from memfs.core.tree_commit import TreeCommit
+from memfs.core.tree_commit import Stager, TreeCommit
 from memfs.core.tree_commit import publish as publish_tree
 from memfs.derived.index import AgentRow, MemoryRow
 from memfs.derived.index.base import ReadSession, WatchedIndex, WriteSession
@@ -251,6 +253,14 @@ class Committer:
         self._settling = 0  # callers waiting in settle: _land wakes nobody when none
         self._trees: dict[str, WorkTree] = {}
         self._trees_lock = threading.Lock()
+        # Stages the tree files of a commit while its caller makes the entry durable
+        # (False: the caller stages them first, the path before; ``scripts/
+        # bench_writers.py --compare-staging`` measures one against the other).
+        self._stager = Stager()
+        self.stage_beside = True
+        # True: the tree files renamed into place before the index transaction, out of
+        # its write lock (``_place_tree``). Off: measured, not kept (see _place_tree).
+        self.tree_before_index = False
 
     def settle(self, as_of: int, timeout: float = SETTLE_S) -> None:
         """Wait until no commit of this process stamped at or before ``as_of`` is still
@@ -467,9 +477,16 @@ class Committer:
         store, commit, plan, tree = self.store, item.commit, item.plan, item.tree
         agent_id = commit.agent_id
         try:
-            # The new tree files are made before the entry (nobody sees them until the
-            # flush renames them into place; a lost race or a failure removes them).
-            tree.stage()
+            # The new tree files are made while the entry is (nobody sees them until
+            # _place_tree renames them into place; a lost race or a failure removes
+            # them, or cancels a staging not begun): on the stager's thread when this
+            # is the only commit in flight; with others in flight the cores are busy
+            # with them already, and handing over cost each commit two more context
+            # switches for nothing (docs/benchmarks.md).
+            if self.stage_beside and len(self._in_flight) <= 1:
+                tree.stage_beside(self._stager)
+            else:
+                tree.stage()
             for change in plan.changes:
                 if change.after is not None and change.content is None:
                     key = layout.blob_key(agent_id, change.after)
@@ -483,6 +500,8 @@ class Committer:
             return cas.LOST
         # From here the commit stands, whatever happens to the index (the log is the truth).
         fault_points.reached(fault_points.AFTER_DURABLE)
+        self._place_tree(tree)
+        fault_points.reached(fault_points.AFTER_TREE)
         self.group.submit(item, self._flush)
         if item.gone:
             raise NotFound(f"agent {agent_id!r} was erased meanwhile", field="agentId")
@@ -499,6 +518,28 @@ class Committer:
             )
             return CommitResult(commit.revision, commit, item.written)
         return CommitResult(commit.revision, commit, item.written or item.row)
+
+    def _place_tree(self, tree: TreeCommit) -> None:
+        """Wait for the commit's staged tree files (most often made already) on this
+        thread, once its entry is durable, not in the flush, which holds the index's
+        write lock; the flush renames them into place before its transaction commits.
+
+        ``tree_before_index``: renamed here too, before the commit queues to be
+        indexed. A crash then leaves the tree AHEAD of the index, at the version the log
+        holds, which the catch-up keeps and the next commit replaces (tested). Not kept:
+        the index's write lock is also what orders two processes' renames of one
+        agent's file (two ``memfs serve`` workers, or a CLI beside a server). Outside
+        it, a process stalled between its entry and its rename can rename version N
+        over the N + 1 another process caught up and committed meanwhile, setting N + 1
+        aside as a hand edit; and the rate it bought was within this machine's noise
+        (docs/benchmarks.md, "The working tree off a commit's critical path")."""
+        try:
+            if self.tree_before_index:
+                tree.publish()
+            else:
+                tree.settle()
+        except Exception as exc:  # derived: the commit stands (the flush writes it)
+            log.warning("working tree of %s not updated: %s", tree.commit.agent_id, exc)
 
     def _publish_entry(self, key: str, entry: bytes) -> bool:
         """Create log entry N+1 with create-if-absent: the commit point. No index lock
@@ -530,7 +571,8 @@ class Committer:
 
     def _index(self, batch: list[_Queued]) -> None:
         """One write transaction applying ``batch`` (and the entries before each that
-        the index lacks) in revision order; tree files published before it commits."""
+        the index lacks) in revision order; tree files published before it commits
+        (unless ``_place_tree`` placed them already: ``tree_before_index``)."""
         # In timestamp order (an agent's revisions are too): each is then made visible
         # at its own timestamp, unless the clock passed it meanwhile (see _visible_at).
         order = sorted(batch, key=lambda q: (q.commit.ts, q.commit.agent_id))
@@ -561,7 +603,10 @@ class Committer:
                     item.gone = True
                     continue
                 if row.revision < commit.revision - 1:
-                    row = self._catch_up(ix, row, until=commit.revision - 1)
+                    # Entries before ours that the index lacks (rare: a rebuilt index):
+                    # a path this commit's tree already holds is newer than theirs.
+                    placed = item.tree.placed()
+                    row = self._catch_up(ix, row, until=commit.revision - 1, placed=placed)
                 if row.revision < commit.revision:
                     # Its timestamp, unless the clock passed it while the entry was made
                     # (another commit, an asOf pin): every readTimestamp answered before
@@ -573,7 +618,8 @@ class Committer:
                 if item.written is None:
                     item.row = _read(ix, commit.agent_id, item.read_back)
             # Before the transaction commits (see the module doc): a tree published
-            # after it could be left stale by a crash, with nothing to repair it.
+            # after it could be left stale by a crash, with nothing to repair it. Placed
+            # already (``tree_before_index``): then this does nothing.
             for item in applied:
                 item.tree.publish()
         for item in order:
@@ -586,8 +632,10 @@ class Committer:
 
     def _forget(self, item: _Queued) -> None:
         """The agent was erased while ``item``'s entry was being made: the entry is a
-        leftover of the erase (fsck reports one, and creating the agent removes it)."""
+        leftover of the erase (fsck reports one, and creating the agent removes it).
+        Its tree files, placed before the flush, are removed too."""
         item.tree.discard()
+        item.tree.withdraw()
         try:
             self.store.backend.delete(layout.log_key(item.commit.agent_id, item.commit.revision))
         except Exception as exc:  # a leftover either way
@@ -607,7 +655,13 @@ class Committer:
         process or node); the agent's row afterwards (``row`` itself if none)."""
         return self._catch_up(ix, row)
 
-    def _catch_up(self, ix: WriteSession, row: AgentRow, until: int | None = None) -> AgentRow:
+    def _catch_up(
+        self,
+        ix: WriteSession,
+        row: AgentRow,
+        until: int | None = None,
+        placed: frozenset[str] = frozenset(),
+    ) -> AgentRow:
         revision = row.revision
         while until is None or revision < until:
             key = layout.log_key(row.agent_id, revision + 1)
@@ -625,7 +679,7 @@ class Committer:
             except CorruptionError as exc:
                 raise Damaged(row.agent_id, key, exc.message) from None
             visible_at = max(now_us(), ix.clock() + 1, commit.ts)
-            self.record(ix, commit, visible_at, contents, data)
+            self.record(ix, commit, visible_at, contents, data, placed)
             revision += 1
         if revision == row.revision:
             return row
@@ -640,13 +694,15 @@ class Committer:
         visible_at: int,
         contents: dict[str, bytes],
         entry: bytes,
+        placed: frozenset[str] = frozenset(),
     ) -> None:
-        """Index a log entry read back from the log, and bring the tree to it."""
+        """Index a log entry read back from the log, and bring the tree to it (but for
+        the ``placed`` paths, which a later commit's tree files hold already)."""
         if ix.apply_commit(commit, visible_at, contents, entry):
             tree = self.tree(commit.agent_id)
             # Outside a commit's own checks: the kept folders may be long unchecked.
             tree.recheck()
-            publish_tree(tree, commit, contents, None)
+            publish_tree(tree, commit, contents, None, skip=placed)
 
     def _has_entry(self, agent_id: str, revision: int) -> bool:
         return self.store.backend.exists(layout.log_key(agent_id, revision))
@@ -699,6 +755,7 @@ class Committer:
 
     def close(self) -> None:
         """Close the kept trees' folders (``Store.close``)."""
+        self._stager.stop()
         with self._trees_lock:
             trees, self._trees = list(self._trees.values()), {}
         for tree in trees:

@@ -7,6 +7,9 @@ production. It names one fault:
   durable go on; every later one stops right there (its entry durable, not indexed, not
   acknowledged) and waits forever, after appending a line to the file
   ``MEMFS_TEST_FAULT_FILE`` (if set) so a test knows when to kill -9 the process;
+- ``after-tree-before-index:N``: as ``after-durable-before-ack``, one step later: the
+  commit's tree files are in place too (``Committer._place_tree``), its entry not yet
+  indexed;
 - ``log-fsync-eio``: every ``os.fsync``/``os.fdatasync`` of a file or folder of an
   agent's log (``…/.memfs/log``) fails with EIO, as a failing disk does, so no log entry
   can be made durable;
@@ -25,6 +28,7 @@ import threading
 from collections.abc import Callable
 
 AFTER_DURABLE = "after-durable-before-ack"
+AFTER_TREE = "after-tree-before-index"
 LOG_FSYNC_EIO = "log-fsync-eio"
 DELIVERY_DURABLE = "delivery-durable-before-ack"
 DELIVERY_FSYNC_EIO = "delivery-fsync-eio"

@@ -651,14 +651,36 @@ NO_TREE = (
 )
 
 
+# How many times ``status`` catches the index up before it answers what it found.
+STATUS_CATCH_UPS = 3
+
+
 def status(store: Store, agent_id: str) -> list[TreeChange]:
-    """Differences between an agent's working tree and its head, like ``git status``."""
+    """Differences between an agent's working tree and its head, like ``git status``.
+
+    A commit's tree files are renamed into place once its log entry is durable and
+    before it is indexed (``Committer._place_tree``): a tree file ahead of the index is
+    a commit still being indexed (or one a crash left unindexed), not a hand edit. So
+    differences found while the log holds an entry past the index's head are looked at
+    again once the index has caught up from the log."""
     store.get_agent(agent_id)
     if not store.worktree:
         raise InvalidRequest(NO_TREE)
+    for _ in range(STATUS_CATCH_UPS):
+        revision, changes = _status_at_head(store, agent_id)
+        if not changes or not store.backend.exists(layout.log_key(agent_id, revision + 1)):
+            break
+        store.commits.catch_up_agent(agent_id)
+    return changes
+
+
+def _status_at_head(store: Store, agent_id: str) -> tuple[int, list[TreeChange]]:
+    """The index's revision of the agent, read before its tree, and the differences."""
     tree = WorkTree(layout.worktree_root(store.data_dir, agent_id))
     head: dict[str, str] = {}
     with store.index.read_session() as ix:
+        agent = ix.agent(agent_id)
+        revision = agent.revision if agent is not None else 0
         for path, sha in ix.live_contents(agent_id):
             head[path] = sha
     out: list[TreeChange] = []
@@ -681,7 +703,7 @@ def status(store: Store, agent_id: str) -> list[TreeChange]:
         elif tree.sha256(path) != committed:
             out.append(TreeChange("modified", path))
     out.extend(TreeChange("deleted", path) for path in head)
-    return sorted(out, key=lambda c: c.path.encode())
+    return revision, sorted(out, key=lambda c: c.path.encode())
 
 
 def commit_worktree(

@@ -42,6 +42,8 @@ class Staged(NamedTuple):
 
 
 class WorkTree:
+    stages = True  # ``stage`` makes temp files (``NoTree``: nothing to hand a helper)
+
     def __init__(self, root: Path) -> None:
         self.root = root  # .../agents/<dir>/memories
         self._base = root.parent.parent.parent  # the data folder
@@ -315,6 +317,8 @@ class NoTree(WorkTree):
     """The working tree switched off (objects on S3: several servers share them, and
     a tree on one server's disk would lag the others' commits). Writes do nothing;
     the tree reads as empty."""
+
+    stages = False
 
     def check(self, path: str) -> None:
         return None
