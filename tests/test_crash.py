@@ -32,6 +32,7 @@ import pytest
 from memfs.canonical import durable, layout, segments
 from memfs.core.store import Store
 from memfs.derived.worktree import WorkTree
+from memfs.domain.records import VersionRow
 from memfs.errors import Conflict, NotFound
 from segment_files import frames, segment_files, used
 
@@ -163,6 +164,17 @@ def _head(entries: dict[int, dict[str, Any]]) -> tuple[dict[str, str], dict[str,
     return head, touched
 
 
+def _history(store: Store, path: str) -> list[VersionRow]:
+    """Every version of ``path``, page by page: a path busy enough in the kill rounds
+    has more than one page (200) of history."""
+    rows: list[VersionRow] = []
+    while True:
+        page = store.versions(AGENT, path, after=rows[-1].version if rows else 0)
+        rows.extend(page)
+        if not page:
+            return rows
+
+
 def _expected_changes(ack: dict[str, Any]) -> list[tuple[str, str | None]]:
     if ack["op"] == "put":
         return [(ack["path"], ack["sha"])]
@@ -222,7 +234,7 @@ def test_sigkill_loses_no_acknowledged_commit(tmp_path: Path) -> None:
         for ack in acks:
             entry = entries[ack["rev"]]
             for change in entry["changes"]:
-                rows = store.versions(AGENT, change["path"])
+                rows = _history(store, change["path"])
                 [row] = [r for r in rows if r.version == change["version"]]
                 assert (row.revision, row.sha256) == (ack["rev"], change["after"])
         # Catch the index up with what a killed writer left in the log, as any next
