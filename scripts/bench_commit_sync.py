@@ -165,9 +165,11 @@ def run(src: Path, creates: int, mode: str) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--creates", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--creates", type=int, default=400, help="creates per round and way (default 400)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
     parser.add_argument("--base-src", type=Path, help="the src folder of the code to compare")
     parser.add_argument("--paired", type=int, default=300, help="creates per store, 0: skip")
     args = parser.parse_args()

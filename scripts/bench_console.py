@@ -453,9 +453,13 @@ async def render_before_after(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memories", type=int, default=100_000)
-    parser.add_argument("--rounds", type=int, default=30)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--memories", type=int, default=100_000, help="memories in the agent (default 100000)"
+    )
+    parser.add_argument("--rounds", type=int, default=30, help="timed requests per page (default 30)")
     parser.add_argument(
         "--no-inspect",
         action="store_true",

@@ -215,10 +215,15 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer files per way and round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternated rounds (default 3)")
+    parser.add_argument(
+        "--dir", type=Path, default=benchkit.REPO / "data",
+        help="parent folder of the files (a real disk: the fsyncs count; default ./data)",
+    )
     args = parser.parse_args(argv)
     single, per_thread = (60, 6) if args.quick else (200, 15)
     with benchkit.temp_root(args.dir, "bench-durable-", keep=False) as root:

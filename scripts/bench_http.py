@@ -272,7 +272,9 @@ class Args:
 
 
 def parse_args() -> Args | None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workers", default="1,2", help="comma-separated (default 1,2)")
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds (default 2)")

@@ -228,7 +228,9 @@ def scan(store: Store, agent: str) -> tuple[int, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="10k vs 100k versions, < ~60 s")
     parser.add_argument("--small", type=int, help="versions of the small store (default 10k)")
     parser.add_argument("--big", type=int, help="versions of the big store (1M; quick 100k)")

@@ -385,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="fewer writes and reads per round")
     parser.add_argument("--million", action="store_true", help="also a page at 1M documents")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds; the median counts (default 3)"
+    )
     parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data", help="parent folder")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     args = parser.parse_args(argv)

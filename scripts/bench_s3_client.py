@@ -122,9 +122,11 @@ def measure(op: Op, calls: int, threads: int) -> tuple[float, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=400)
-    parser.add_argument("--threads", type=int, default=8)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--calls", type=int, default=400, help="calls per client and kind (default 400)")
+    parser.add_argument("--threads", type=int, default=8, help="concurrent callers (default 8)")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} CPUs; {args.calls} calls per measurement")
     with SeaweedFS() as engine:

@@ -199,7 +199,9 @@ def commit_cost(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="2k and 20k memories, ~40 s")
     parser.add_argument("--repeat", type=int, default=5, help="passes over the query mix")
     parser.add_argument(

@@ -227,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer writes per round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="rounds; the median counts (default 3)"
+    )
     parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data", help="parent folder")
     parser.add_argument("--keep", action="store_true", help="keep the data folder")
     parser.add_argument("--queues", action="store_true", help="the two queues alone")

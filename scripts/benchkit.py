@@ -368,7 +368,10 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
 
 def add_run_options(parser: argparse.ArgumentParser, *, quick_help: str, dir_help: str) -> None:
     """--generator, --quick, --dir, --keep, --json and the hidden --serve-bare PORT."""
-    parser.add_argument("--generator", choices=("auto", "wrk", "asyncio"), default="auto")
+    parser.add_argument(
+        "--generator", choices=("auto", "wrk", "asyncio"), default="auto",
+        help="load generator: wrk when installed (auto, default), or the raw-asyncio one",
+    )
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--dir", type=Path, help=dir_help)
     parser.add_argument("--keep", action="store_true", help="keep the data and logs")

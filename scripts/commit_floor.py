@@ -315,14 +315,20 @@ def instructions(where: Path, low: int, high: int) -> tuple[dict[str, float], fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", type=int, default=1000, help="creates per run")
     parser.add_argument("--rounds", type=int, default=3, help="floor and memfs, alternated")
     parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data",
                         help="where the timed runs write (a real disk: the fdatasyncs count)")
     parser.add_argument("--instructions", action="store_true", help="and count by part")
-    parser.add_argument("--low", type=int, default=40)
-    parser.add_argument("--high", type=int, default=240)
+    parser.add_argument(
+        "--low", type=int, default=40, help="writes of the smaller counted run (default 40)"
+    )
+    parser.add_argument(
+        "--high", type=int, default=240, help="writes of the larger counted run (default 240)"
+    )
     parser.add_argument("--where", type=Path, default=commit_instructions.SHM,
                         help="where the counted runs write (tmpfs: no disk wait)")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)

@@ -7,7 +7,7 @@ Run from the repository root (valgrind installed: ``apt-get install valgrind``):
     .venv/bin/python scripts/commit_instructions.py                  # creates and updates
     PYTHONPATH=/path/to/other/src .venv/bin/python scripts/commit_instructions.py  # another tree
 
-Each count runs ``--writes`` sequential 2 KiB writes (``profile_commit.py``'s documents)
+Each count runs sequential 2 KiB writes (``profile_commit.py``'s documents)
 into one agent of a ``Store`` on a ``LocalBackend`` in ``/dev/shm`` (no disk wait),
 under ``valgrind --tool=cachegrind --cache-sim=no``, once with ``--low`` and once with
 ``--high`` writes; the difference divided by the writes between them is the cost of a
@@ -90,12 +90,21 @@ def count(n: int, updates: bool, where: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--low", type=int, default=40)
-    parser.add_argument("--high", type=int, default=240)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--low", type=int, default=40, help="writes of the smaller counted run (default 40)"
+    )
+    parser.add_argument(
+        "--high", type=int, default=240, help="writes of the larger counted run (default 240)"
+    )
     parser.add_argument("--updates", action="store_true", help="only updates")
     parser.add_argument("--creates", action="store_true", help="only creates")
-    parser.add_argument("--where", type=Path, default=SHM if SHM.is_dir() else None)
+    parser.add_argument(
+        "--where", type=Path, default=SHM if SHM.is_dir() else None,
+        help="where the counted runs write (default /dev/shm: no disk wait)",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     where = args.where or Path(tempfile.gettempdir())

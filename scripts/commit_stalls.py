@@ -97,10 +97,15 @@ saved = connection.WAL_AUTOCHECKPOINT
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", type=int, default=2000, help="creates per round and mode")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data")
+    parser.add_argument("--rounds", type=int, default=2, help="alternated rounds (default 2)")
+    parser.add_argument(
+        "--dir", type=Path, default=benchkit.REPO / "data",
+        help="parent folder of the data (a real disk; default ./data)",
+    )
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     print(f"{args.n} creates of 2 KiB per round and mode ({benchkit.machine()})")

@@ -139,7 +139,9 @@ def shoot(page: Page, url: str, name: str) -> None:
 
 
 def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="memfs-shots-") as root:
         server = benchkit.start_memfs(Path(root) / "data", 1, Path(root))

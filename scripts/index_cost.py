@@ -109,7 +109,9 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", type=int, default=400, help="creates, then as many updates")
     parser.add_argument("--show", action="store_true", help="print one commit's statements")
     parser.add_argument(
@@ -117,7 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="no statement trace (for instruction counts: tracing expands every statement)",
     )
-    parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data")
+    parser.add_argument(
+        "--dir", type=Path, default=benchkit.REPO / "data",
+        help="parent folder of the data (default ./data)",
+    )
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     traced = Traced(enabled=not args.untraced)

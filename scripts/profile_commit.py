@@ -63,12 +63,20 @@ def bucket(filename: str, func: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("-n", type=int, default=1000, help="writes to profile")
     parser.add_argument("--updates", action="store_true", help="overwrite, not create")
-    parser.add_argument("--backend", choices=("local", "memory"), default="local")
-    parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--dir", type=Path, default=benchkit.REPO / "data")
+    parser.add_argument(
+        "--backend", choices=("local", "memory"), default="local",
+        help="the log on disk (local, default) or in memory (no fdatasync)",
+    )
+    parser.add_argument("--top", type=int, default=25, help="functions listed per order (default 25)")
+    parser.add_argument(
+        "--dir", type=Path, default=benchkit.REPO / "data",
+        help="parent folder of the data (default ./data)",
+    )
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="profile-commit-", dir=args.dir) as tmp:
