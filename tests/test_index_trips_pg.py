@@ -44,6 +44,22 @@ def _commit(agent: str, revision: int, path: str) -> tuple[Commit, dict[str, byt
     return Commit(agent, revision, 10**12 + revision, "t", "m", (change,)), {sha: data}
 
 
+def test_a_commits_planning_read_is_one_round_trip(idx: PostgresIndex, trips: list[str]) -> None:
+    """The planning read of a commit of a few paths (the agent's head, its damage, the
+    clock and each path's state) is one statement sent with BEGIN: one round trip, where
+    the head and then the paths were two."""
+    with idx.write_session() as s:
+        commit, contents = _commit("a", 1, "/memories/x.md")
+        assert s.apply_commit(commit, commit.ts, contents, commit.to_bytes())
+    trips.clear()
+    with idx.statement_session() as r:
+        head = r.plan_head("a", ["/memories/x.md", "/memories/y.md"])
+    assert trips == ["pipeline"], trips
+    assert head.agent is not None and head.agent.revision == 1
+    assert head.states["/memories/x.md"].memory is not None
+    assert head.states["/memories/y.md"].last_version == 0
+
+
 def _state(url: str, application: str) -> str:
     """The state of the one backend of this test's index (pg_stat_activity)."""
     with psycopg.connect(url, autocommit=True) as conn:
