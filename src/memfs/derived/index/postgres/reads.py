@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from psycopg import Connection, Cursor
+from psycopg.pq import TransactionStatus
 
 from memfs.derived.index import walks
 from memfs.derived.index.postgres import search as fulltext
@@ -58,6 +59,9 @@ _FILTER = (
     " AND EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=memories.agent_id"
     " AND m.path=memories.path AND m.key=%s AND m.value=%s)"
 )
+# A read session's transaction: every query of the session in one snapshot.
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_IDLE = TransactionStatus.IDLE
 # An agent's row, its damage and the clock, in one statement (always one row).
 _AGENT_HEAD = (
     "SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
@@ -187,6 +191,9 @@ class PgRead:
         if self._cur is None:
             self._cur = self.conn.cursor()
         return self._cur
+
+    def _in_transaction(self) -> bool:
+        return self.conn.info.transaction_status != _IDLE
 
     def _forget_head(self) -> None:
         self._head = None
@@ -402,6 +409,10 @@ class PgRead:
         paths (the head's one row joined to the paths' states), else those two."""
         wanted = list(dict.fromkeys(paths))
         if not wanted or len(wanted) > _LISTED_PATHS:
+            if len(wanted) > _LISTED_PATHS and self._begin is None and not self._in_transaction():
+                # A statement session (autocommit) asked for two queries: one snapshot
+                # for both, ended with the session (``finish``).
+                self._begin = BEGIN_READ
             row = self.agent(agent_id)
             assert self._head is not None
             return PlanHead(row, self._head[1], self._head[2], self.path_states(agent_id, wanted))
