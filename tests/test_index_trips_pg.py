@@ -44,6 +44,45 @@ def _commit(agent: str, revision: int, path: str) -> tuple[Commit, dict[str, byt
     return Commit(agent, revision, 10**12 + revision, "t", "m", (change,)), {sha: data}
 
 
+def test_a_commits_planning_read_is_one_statement_without_a_transaction(
+    idx: PostgresIndex, trips: list[str]
+) -> None:
+    """The planning read of a commit of a few paths (the agent's head, its damage, the
+    clock and each path's state) is one statement in autocommit: one round trip, no
+    BEGIN or COMMIT, where it was BEGIN with the head, then the paths, then COMMIT."""
+    with idx.write_session() as s:
+        commit, contents = _commit("a", 1, "/memories/x.md")
+        assert s.apply_commit(commit, commit.ts, contents, commit.to_bytes())
+    trips.clear()
+    with idx.statement_session() as r:
+        head = r.plan_head("a", ["/memories/x.md", "/memories/y.md"])
+        status = r.conn.info.transaction_status  # type: ignore[attr-defined]
+    assert len(trips) == 1 and trips[0].startswith("SELECT h.*"), trips
+    assert status == psycopg.pq.TransactionStatus.IDLE
+    assert head.agent is not None and head.agent.revision == 1
+    assert head.states["/memories/x.md"].memory is not None
+    assert head.states["/memories/y.md"].last_version == 0
+
+
+def test_a_planning_read_of_many_paths_in_a_statement_session_takes_one_snapshot(
+    idx: PostgresIndex,
+) -> None:
+    """Past eight paths the planning read is two queries: in a statement session it
+    opens a read-only REPEATABLE READ transaction for them (one snapshot), ended with
+    the session."""
+    many = [f"/memories/{i}.md" for i in range(10)]
+    with idx.statement_session() as r:
+        head = r.plan_head("a", many)
+        conn = r.conn  # type: ignore[attr-defined]
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        level = conn.execute("SHOW transaction_isolation").fetchone()
+    assert level == ("repeatable read",)
+    assert head.agent is not None and set(head.states) == set(many)
+    with idx.statement_session() as r:  # the same connection, its transaction ended
+        assert r.agent("a") is not None
+        assert r.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # type: ignore[attr-defined]
+
+
 def _state(url: str, application: str) -> str:
     """The state of the one backend of this test's index (pg_stat_activity)."""
     with psycopg.connect(url, autocommit=True) as conn:

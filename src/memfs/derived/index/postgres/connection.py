@@ -37,7 +37,7 @@ from psycopg import Connection
 
 from memfs.derived.index.postgres import schema
 from memfs.derived.index.postgres.pool import Pool
-from memfs.derived.index.postgres.reads import PgRead
+from memfs.derived.index.postgres.reads import BEGIN_READ, PgRead
 from memfs.derived.index.postgres.writes import WRITE_LOCK, PgWrite
 from memfs.derived.index.schema import DERIVED_TABLES, SCHEMA_VERSION
 from memfs.errors import Unavailable
@@ -45,7 +45,6 @@ from memfs.errors import Unavailable
 _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 # Creating or migrating the tables excludes every writer (WRITE_LOCK exclusively).
 _BEGIN_MIGRATE = f"{_BEGIN_WRITE}; SELECT pg_advisory_xact_lock({WRITE_LOCK})"
-_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 Conn = Connection[tuple[Any, ...]]
 _IDLE = psycopg.pq.TransactionStatus.IDLE
 _S = TypeVar("_S", bound=PgRead)
@@ -126,7 +125,9 @@ class PostgresIndex:
                 raise
 
     @contextmanager
-    def _session(self, begin: str, session: Callable[[Conn, str], _S]) -> Iterator[_S]:
+    def _session(
+        self, begin: str | None, session: Callable[[Conn, str | None], _S]
+    ) -> Iterator[_S]:
         """``session`` over a pooled connection inside a transaction opened by ``begin``
         (sent with the session's first statement, one round trip fewer); committed
         (``finish``) when the block ends, rolled back on any error; driver outages
@@ -152,14 +153,15 @@ class PostgresIndex:
 
     @contextmanager
     def read_session(self) -> Iterator[PgRead]:
-        with self._session(_BEGIN_READ, PgRead) as session:
+        with self._session(BEGIN_READ, PgRead) as session:
             yield session
 
     def statement_session(self) -> AbstractContextManager[PgRead]:
-        """The read session: a pooled connection's transaction handling (dead
-        connections replaced, outages mapped) lives there, and one round trip more is
-        not worth a second copy of it."""
-        return self.read_session()
+        """A session for one query, in autocommit (one statement is one snapshot): no
+        BEGIN sent with it, no COMMIT after it, for this process or PostgreSQL to run.
+        A planning read of more than ``reads._LISTED_PATHS`` paths (two queries) opens
+        its read transaction itself."""
+        return self._session(None, PgRead)
 
     @contextmanager
     def write_session(self) -> Iterator[PgWrite]:

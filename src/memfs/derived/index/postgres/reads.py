@@ -9,11 +9,13 @@ PostgreSQL text cannot hold NUL, so a bound ending in "\\x00" (the inspect walke
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from psycopg import Connection, Cursor
+from psycopg.pq import TransactionStatus
 
 from memfs.derived.index import walks
 from memfs.derived.index.postgres import search as fulltext
@@ -57,6 +59,9 @@ _FILTER = (
     " AND EXISTS(SELECT 1 FROM memory_meta m WHERE m.agent_id=memories.agent_id"
     " AND m.path=memories.path AND m.key=%s AND m.value=%s)"
 )
+# A read session's transaction: every query of the session in one snapshot.
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+_IDLE = TransactionStatus.IDLE
 # An agent's row, its damage and the clock, in one statement (always one row).
 _AGENT_HEAD = (
     "SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
@@ -106,6 +111,63 @@ def _below(bound: str) -> tuple[str, str]:
     return "<", bound
 
 
+# The planning read of each path's state. The live row is a lateral lookup by the whole
+# primary key: a plain LEFT JOIN on a table without statistics was planned as a scan of
+# every memory of the agent, filtered by path (128 rows read for one path at 150
+# memories). Up to ``_LISTED_PATHS`` paths are one parameter each (a VALUES list, one
+# statement per count): its generic plan's estimate is the custom plan's, so once
+# prepared (the 6th run on a connection) it is planned no more. The array form's generic
+# plan takes ``unnest`` of a parameter for 10 rows, costlier than any custom plan of a
+# few, so PostgreSQL planned it afresh on every run: 125 us of its ~150 us per commit
+# (pg_stat_statements, docs/benchmarks.md "Cluster commit cost, sixth pass").
+_LISTED_PATHS = 8
+
+
+def _path_states_sql(source: str) -> str:
+    columns = ", ".join("m." + c for c in _MEMORY_COLUMNS.split(", "))
+    return (
+        "SELECT p.path,"
+        " (SELECT MAX(version) FROM versions v WHERE v.agent_id=%s AND v.path=p.path),"
+        " EXISTS (SELECT 1 FROM memories f WHERE f.agent_id=%s"
+        " AND f.path > p.path || '/' AND f.path < p.path || %s),"
+        f" {columns} FROM {source} p"
+        f" LEFT JOIN LATERAL (SELECT {_MEMORY_COLUMNS} FROM memories"
+        " WHERE agent_id=%s AND path=p.path OFFSET 0) m ON true"
+    )
+
+
+_PATH_STATES_ARRAY = _path_states_sql('(SELECT x COLLATE "C" AS path FROM unnest(%s::text[]) AS x)')
+
+
+@functools.cache
+def _path_states(count: int) -> str:
+    """The planning read of ``count`` paths, each its own parameter."""
+    listed = ", ".join(["(%s::text)"] * count)
+    return _path_states_sql(f'(SELECT x COLLATE "C" AS path FROM (VALUES {listed}) v(x))')
+
+
+# The columns of ``_AGENT_HEAD``'s row, before the paths' in ``_plan_head``'s.
+_HEAD_WIDTH = 9
+
+
+@functools.cache
+def _plan_head(count: int) -> str:
+    """A commit's planning read of ``count`` paths in one statement: ``_AGENT_HEAD``'s
+    one row joined to each path's state (one round trip and one statement fewer per
+    commit than the two, in the same snapshot either way)."""
+    return f"SELECT h.*, s.* FROM ({_AGENT_HEAD}) h LEFT JOIN ({_path_states(count)}) s ON true"
+
+
+def _states(rows: Iterable[Row]) -> dict[str, PathState]:
+    """``path_states``' answer from its rows (path, last version, is a folder, the live
+    memory's columns)."""
+    states: dict[str, PathState] = {}
+    for row in rows:
+        live = _memory(row[3:]) if row[3] is not None else None
+        states[str(row[0])] = PathState(live, int(row[1] or 0), bool(row[2]))
+    return states
+
+
 class PgRead:
     """A read snapshot (REPEATABLE READ) on one pooled connection."""
 
@@ -129,6 +191,9 @@ class PgRead:
         if self._cur is None:
             self._cur = self.conn.cursor()
         return self._cur
+
+    def _in_transaction(self) -> bool:
+        return self.conn.info.transaction_status != _IDLE
 
     def _forget_head(self) -> None:
         self._head = None
@@ -340,36 +405,42 @@ class PgRead:
 
     def plan_head(self, agent_id: str, paths: Sequence[str]) -> PlanHead:
         """``agent`` and ``path_states`` in this session's one snapshot (the statement
-        session is a read session here)."""
-        row = self.agent(agent_id)
-        assert self._head is not None
-        return PlanHead(row, self._head[1], self._head[2], self.path_states(agent_id, paths))
+        session is a read session here): one statement for up to ``_LISTED_PATHS``
+        paths (the head's one row joined to the paths' states), else those two."""
+        wanted = list(dict.fromkeys(paths))
+        if not wanted or len(wanted) > _LISTED_PATHS:
+            if len(wanted) > _LISTED_PATHS and self._begin is None and not self._in_transaction():
+                # A statement session (autocommit) asked for two queries: one snapshot
+                # for both, ended with the session (``finish``).
+                self._begin = BEGIN_READ
+            row = self.agent(agent_id)
+            assert self._head is not None
+            return PlanHead(row, self._head[1], self._head[2], self.path_states(agent_id, wanted))
+        rows = self._all(
+            _plan_head(len(wanted)),
+            (agent_id, agent_id, agent_id, agent_id, _AFTER_SLASH, *wanted, agent_id),
+        )
+        head = rows[0]  # the head's one row, once per path
+        damage = (str(head[6]), str(head[7])) if head[6] is not None else None
+        clock = int(head[8]) if head[8] is not None else 0
+        self._head = (agent_id, damage, clock)
+        agent = AgentRow(*head[:6]) if head[0] is not None else None
+        return PlanHead(agent, damage, clock, _states(row[_HEAD_WIDTH:] for row in rows))
 
     def path_states(self, agent_id: str, paths: Sequence[str]) -> dict[str, PathState]:
         """Each of ``paths``' state in one query (an array parameter: no batching)."""
         wanted = list(dict.fromkeys(paths))
         if not wanted:
             return {}
-        columns = ", ".join("m." + c for c in _MEMORY_COLUMNS.split(", "))
-        # The live row as a lateral lookup by the whole primary key: a plain LEFT JOIN
-        # on a table without statistics was planned as a scan of every memory of the
-        # agent, filtered by path (128 rows read for one path at 150 memories).
-        rows = self._all(
-            "SELECT p.path,"
-            " (SELECT MAX(version) FROM versions v WHERE v.agent_id=%s AND v.path=p.path),"
-            " EXISTS (SELECT 1 FROM memories f WHERE f.agent_id=%s"
-            " AND f.path > p.path || '/' AND f.path < p.path || %s),"
-            f" {columns}"
-            ' FROM (SELECT x COLLATE "C" AS path FROM unnest(%s::text[]) AS x) p'
-            f" LEFT JOIN LATERAL (SELECT {_MEMORY_COLUMNS} FROM memories"
-            " WHERE agent_id=%s AND path=p.path OFFSET 0) m ON true",
-            (agent_id, agent_id, _AFTER_SLASH, wanted, agent_id),
-        )
-        states: dict[str, PathState] = {}
-        for row in rows:
-            live = _memory(row[3:]) if row[3] is not None else None
-            states[str(row[0])] = PathState(live, int(row[1] or 0), bool(row[2]))
-        return states
+        if len(wanted) <= _LISTED_PATHS:
+            rows = self._all(
+                _path_states(len(wanted)), (agent_id, agent_id, _AFTER_SLASH, *wanted, agent_id)
+            )
+        else:
+            rows = self._all(
+                _PATH_STATES_ARRAY, (agent_id, agent_id, _AFTER_SLASH, wanted, agent_id)
+            )
+        return _states(rows)
 
     # --- commits ----------------------------------------------------------------
 
