@@ -161,3 +161,26 @@ def test_an_agent_damaged_since_its_target_was_kept_answers_503_not_202(
     names = {p.name for p in server.data.rglob("*.json")}
     assert f"{hashlib.sha256(b'msg_d1').hexdigest()}.json" in names
     assert f"{hashlib.sha256(b'msg_d2').hexdigest()}.json" not in names
+
+
+def test_a_retry_to_an_agent_damaged_since_answers_503_not_its_run(
+    server: RealServer,
+) -> None:
+    # A retry is answered on the event loop once this worker answered its id; damage
+    # marked by another process must still refuse it, as it refuses a new id.
+    agent = "users/alice/damaged-retry"
+    _cli(server, "agents", "create", agent)
+    _cli(server, "triggers", "add", agent, "gh", "--secret", _secret(5))
+    first = _deliver(server, agent, _secret(5), "msg_r1")
+    assert first.status_code == 202
+    for _ in range(3):  # the first retry reads the record; the next ones are kept
+        again = _deliver(server, agent, _secret(5), "msg_r1")
+        assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    other = Store(server.data)
+    try:
+        other.record_damage(Damaged(agent, "agents/x/.memfs/log/1", "checksum mismatch"))
+    finally:
+        other.close()
+    refused = _deliver(server, agent, _secret(5), "msg_r1")
+    assert refused.status_code == 503, refused.text
+    assert "is damaged" in refused.json()["message"]

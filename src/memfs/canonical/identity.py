@@ -12,6 +12,7 @@ the object again. A mismatch only means "read it again", never a wrong answer.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -26,10 +27,34 @@ def of(backend: Backend, key: str) -> Identity | None:
     caller reads the object instead."""
     if not isinstance(backend, LocalBackend):
         return None
+    return of_file(f"{backend.root}/{check_key(key)}")
+
+
+def path_of(backend: Backend, key: str) -> str | None:
+    """The file ``key`` names on a local backend (None: a backend without files), for
+    a caller that checks the same key often (``of_file``)."""
+    if not isinstance(backend, LocalBackend):
+        return None
+    return f"{backend.root}/{check_key(key)}"
+
+
+def of_file(path: str) -> Identity | None:
+    """``of`` for a key's file (``path_of``)."""
     try:
-        st = os.lstat(f"{backend.root}/{check_key(key)}")
+        st = os.lstat(path)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def is_file(path: str) -> bool:
+    """Whether a plain file stands at ``path`` (``LocalBackend.exists`` of a key outside
+    the log): "not there" is False; any other error is raised."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            raise
+        return False

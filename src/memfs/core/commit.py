@@ -128,6 +128,12 @@ def require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
     return _sound(agent_id, row, ix.damage(agent_id) if row is not None else None)
 
 
+def sound(agent_id: str, row: AgentRow | None, damage: tuple[str, str] | None) -> AgentRow:
+    """``row`` if the agent exists and is sound, as ``require_agent`` answers for the
+    row and damage a caller read itself."""
+    return _sound(agent_id, row, damage)
+
+
 def _sound(agent_id: str, row: AgentRow | None, damage: tuple[str, str] | None) -> AgentRow:
     """``row`` if the agent exists and is sound (see ``require_agent``)."""
     if row is None:

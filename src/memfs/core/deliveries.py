@@ -32,12 +32,15 @@ from dataclasses import dataclass
 
 from memfs.canonical import identity, layout
 from memfs.config import Settings
+from memfs.core import commit
 from memfs.core.actions.memory import memory_content, memory_size_at_most
 from memfs.core.runs import Run, Runs
 from memfs.core.store import Store
 from memfs.core.triggers import Trigger, Triggers, record_key
+from memfs.derived.index import reads
+from memfs.derived.index.connection import Index as SqliteIndex
 from memfs.domain.webhook_verify import verify
-from memfs.errors import NotFound, PayloadTooLarge
+from memfs.errors import InvalidRequest, NotFound, PayloadTooLarge, Unauthorized
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,9 @@ class Target:
     # The identities of the agent's record and of the trigger's record when they were
     # read (None: a backend without files, or a file missing; never kept then).
     proof: tuple[identity.Identity, identity.Identity] | None = None
+    # With a proof: the files of the agent's record, of the trigger's record and of its
+    # successor's name, which ``_stands`` stats.
+    files: tuple[str, str, str] | None = None
 
     def explain(self, exc: PayloadTooLarge) -> PayloadTooLarge:
         """``exc`` (a body over ``body_limit``) saying which limit it hit."""
@@ -103,10 +109,20 @@ def target(store: Store, settings: Settings, agent_id: str, trigger_id: str) -> 
     if trigger.action.get("type") != "command":
         limit = min(limit, settings.memory_bytes)
     trigger_ident = identity.of(backend, record_key(agent_id, trigger_id, trigger.seq))
-    proof = None
+    proof = files = None
     if agent_ident is not None and trigger_ident is not None:
         proof = (agent_ident, trigger_ident)
-    found = Target(agent_id, trigger, limit, limit < settings.webhook_body_bytes, proof)
+        named = [
+            identity.path_of(backend, key)
+            for key in (
+                layout.agent_key(agent_id),
+                record_key(agent_id, trigger_id, trigger.seq),
+                record_key(agent_id, trigger_id, trigger.seq + 1),
+            )
+        ]
+        if None not in named:
+            files = (str(named[0]), str(named[1]), str(named[2]))
+    found = Target(agent_id, trigger, limit, limit < settings.webhook_body_bytes, proof, files)
     kept = _seen(store)
     if proof is None:
         kept.pop((agent_id, trigger_id), None)
@@ -117,27 +133,99 @@ def target(store: Store, settings: Settings, agent_id: str, trigger_id: str) -> 
     return found
 
 
+def _stands(store: Store, found: Target) -> bool:
+    """Whether ``found``'s two files are the same and its trigger has no successor
+    record (three stats; False for a target without a proof)."""
+    proof, files = found.proof, found.files
+    if proof is None or files is None:
+        return False
+    # The files named when the target was read (a trigger's record is never a log
+    # entry, so ``exists`` of its successor is the stat of its file).
+    return (
+        identity.of_file(files[0]) == proof[0]
+        and identity.of_file(files[1]) == proof[1]
+        and not identity.is_file(files[2])
+    )
+
+
 def current(store: Store, settings: Settings, found: Target) -> Target:
     """``found`` if it still stands (its two files the same, no successor record: three
     stats; the agent not damaged since: its row), else the target read afresh (NotFound
     when it is gone)."""
-    proof = found.proof
-    if proof is not None:
-        backend = store.backend
-        agent_id, trigger = found.agent_id, found.trigger
-        if (
-            identity.of(backend, layout.agent_key(agent_id)) == proof[0]
-            and identity.of(backend, record_key(agent_id, trigger.trigger_id, trigger.seq))
-            == proof[1]
-            and not backend.exists(record_key(agent_id, trigger.trigger_id, trigger.seq + 1))
-        ):
-            # Damage lives in the agent's index row, not in a file (any process may
-            # mark it: this server, ``memfs fsck`` or ``reindex``): asked each time, so
-            # a damaged agent's sender gets 503 and retries after the repair, rather
-            # than a 202 for a run that can't store.
-            store.get_agent(agent_id)
-            return found
+    if _stands(store, found):
+        # Damage lives in the agent's index row, not in a file (any process may
+        # mark it: this server, ``memfs fsck`` or ``reindex``): asked each time, so
+        # a damaged agent's sender gets 503 and retries after the repair, rather
+        # than a 202 for a run that can't store.
+        store.get_agent(found.agent_id)
+        return found
     return target(store, settings, found.agent_id, found.trigger.trigger_id)
+
+
+# The largest body a retry is verified for on the event loop (its HMAC, ~1 µs a KiB);
+# a larger one goes to the delivery pool, as every first delivery does.
+RETRY_ON_LOOP_BYTES = 64 * 1024
+
+
+def retry_on_loop(
+    store: Store,
+    settings: Settings,
+    found: Target,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    now: float,
+) -> Run | None:
+    """The run of a retried id, judged without leaving the event loop, or None: then
+    ``accept`` judges the delivery in the pool, as every first delivery.
+
+    Answers only what ``accept`` would answer, 200 with the run, and only when every
+    check ``accept`` makes passes here on what this process keeps (a local backend's
+    files and the SQLite index, never a network round trip): the signature with the
+    kept target's live secrets; the id one this process answered before
+    (``Runs.known_now``: an ``lstat``, a ``stat``); the target standing (three stats)
+    and its agent's row (one SQLite statement: NotFound or Damaged raised as
+    ``current`` raises them, so a damaged agent answers 503, a retry too). Anything
+    else (a bad signature, an id not answered here, a changed trigger or agent, a
+    run with a newer event) is None: ``accept`` answers it, in its own order, so a
+    bad signature is 401 and a deleted trigger 404 exactly as before. The signature
+    is checked first and the id only once it passed, so how long a refusal takes
+    says nothing about which ids were delivered."""
+    if found.proof is None or len(body) > RETRY_ON_LOOP_BYTES or not _local_index(store):
+        return None
+    if len(body) > found.body_limit:
+        return None
+    try:
+        webhook_id = verify(
+            found.trigger.live_secrets(int(now * 1_000_000)),
+            headers,
+            body,
+            now=now,
+            tolerance_seconds=settings.webhook_tolerance_seconds,
+        )
+    except (Unauthorized, InvalidRequest):
+        return None
+    run = Runs(store).known_now(found.agent_id, found.trigger.trigger_id, webhook_id)
+    if run is None or not _stands(store, found):
+        return None
+    sound_agent(store, found.agent_id)  # NotFound or Damaged, as ``current`` raises them
+    return run
+
+
+def sound_agent(store: Store, agent_id: str) -> None:
+    """NotFound or Damaged as ``Store.get_agent`` raises them, from ONE statement of
+    the SQLite index (the row and its damage; ``get_agent`` also reads the clock)."""
+    index = store.index
+    assert isinstance(index, SqliteIndex)
+    with index.statement_session() as one:
+        row, damage = reads.agent_and_damage(one.conn, agent_id)
+    commit.sound(agent_id, row, damage)
+
+
+def _local_index(store: Store) -> bool:
+    """Whether the store's index is the SQLite file (a statement is a local read), not
+    a database across the network."""
+    return isinstance(store.index, SqliteIndex)
 
 
 def accept(

@@ -109,14 +109,13 @@ class Run:
 # same key (after collection or erasure, by any process) is a new file, so a
 # different identity; the run's row must also still name the key (collection forgets
 # it, erasure removes the row). Bounded: emptied when full, refilled by the ids still
-# being retried.
+# being retried. With them, the run as its row last read (``known_now``).
 KNOWN_MAX = 4096
-_KNOWN: weakref.WeakKeyDictionary[Store, dict[str, tuple[str, identity.Identity]]] = (
-    weakref.WeakKeyDictionary()
-)
+_Known = tuple[str, identity.Identity, Run]
+_KNOWN: weakref.WeakKeyDictionary[Store, dict[str, _Known]] = weakref.WeakKeyDictionary()
 
 
-def _known_ids(store: Store) -> dict[str, tuple[str, identity.Identity]]:
+def _known_ids(store: Store) -> dict[str, _Known]:
     known = _KNOWN.get(store)
     if known is None:
         known = _KNOWN.setdefault(store, {})
@@ -430,6 +429,8 @@ class Runs:
             if identity.of(self.backend, key) == seen[1]:
                 run = self._current(agent_id, seen[0])
                 if run is not None and run.delivery_key == key:
+                    if run is not seen[2]:
+                        known[key] = (seen[0], seen[1], run)  # its state now, for known_now
                     return run
             known.pop(key, None)  # collected, erased, or not indexed yet: read it
         # The identity before the read: if the file is replaced in between, the bytes
@@ -446,7 +447,30 @@ class Runs:
         if run is not None and ident is not None and run.delivery_key == key:
             if len(known) >= KNOWN_MAX:
                 known.clear()
-            known[key] = (run.run_id, ident)
+            known[key] = (run.run_id, ident, run)
+        return run
+
+    def known_now(self, agent_id: str, trigger_id: str, webhook_id: str) -> Run | None:
+        """The run of an id this process answered before, as ``known`` found it, if that
+        is still its state: no read, no statement, no lock (an ``lstat`` and a ``stat``),
+        so an event loop may ask. None: not known here, or something changed (ask
+        ``known``).
+
+        Exact, not a time window: the record is the same file (``known``'s check), and
+        a run's row is the fold of its event files, which are created in sequence and
+        never removed while the agent exists, so with no event ``events + 1`` the row
+        still says what it said (``_current`` answers the row on the same test). The
+        one change to a row without an event, collection forgetting its key, comes
+        after the record's deletion, which the identity sees."""
+        key = delivery_key(agent_id, trigger_id, webhook_id)
+        seen = _known_ids(self.store).get(key)
+        if seen is None:
+            return None
+        run = seen[2]
+        if identity.of(self.backend, key) != seen[1] or self.backend.exists(
+            event_key(agent_id, run.run_id, run.events + 1)
+        ):
+            return None
         return run
 
     def create(

@@ -10,7 +10,7 @@ from starlette.responses import JSONResponse, Response
 
 from memfs.core import deliveries
 from memfs.core.browse import runs_page
-from memfs.core.runs import Runs, check_run_id
+from memfs.core.runs import Run, Runs, check_run_id
 from memfs.core.triggers import CommandGuard, Triggers, command_guard
 from memfs.domain import paths
 from memfs.errors import PayloadTooLarge
@@ -21,6 +21,27 @@ from memfs.http.context import Ctx, Writers
 # writes' lighter hand-off (``Writers``: one queue put, one ``call_soon_threadsafe``
 # back), on threads of their own so deliveries never wait behind memory writes.
 _DELIVERIES = Writers(40, "memfs-deliver")
+
+
+# The JSON answer of each run state a retry was answered with lately, by the Run
+# object ``Runs.known_now`` keeps (a new state is a new object): a sender retrying one
+# id gets the bytes JSONResponse made for it, not made again. Bounded in entries and
+# in size (a run's output can be 64 KiB: those are made each time).
+ANSWERS_MAX = 1024
+ANSWER_KEPT_BYTES = 4096
+_ANSWERS: dict[int, tuple[Run, bytes]] = {}
+
+
+def _answer(run: Run) -> bytes:
+    kept = _ANSWERS.get(id(run))
+    if kept is not None and kept[0] is run:
+        return kept[1]
+    body = bytes(JSONResponse(run.to_json()).body)
+    if len(body) <= ANSWER_KEPT_BYTES:
+        if len(_ANSWERS) >= ANSWERS_MAX:
+            _ANSWERS.clear()
+        _ANSWERS[id(run)] = (run, body)
+    return body
 
 
 def _agent(ctx: Ctx, action: str) -> str:
@@ -126,6 +147,13 @@ async def deliver(ctx: Ctx) -> Response:
             functools.partial(deliveries.current, store, settings, target)
         )
         raise now.explain(exc) from None
+    received = time.time()
+    # A retry of an id this process answered before, judged on the loop when all it
+    # needs is local and kept (core/deliveries.py ``retry_on_loop``): a trip to the
+    # pool and back cost more CPU than the judgement. Anything else goes to the pool.
+    known = deliveries.retry_on_loop(store, settings, target, body, headers, now=received)
+    if known is not None:
+        return Response(_answer(known), status_code=200, media_type="application/json")
     runner = ctx.services.runner
     # One trip to a worker thread for the whole judgement (the target checked again,
     # the signature, exactly once, the record and its run): the fsyncs of concurrent
@@ -140,7 +168,7 @@ async def deliver(ctx: Ctx) -> Response:
         body,
         headers,
         headers.get("content-type", "application/octet-stream"),
-        now=time.time(),
+        now=received,
         wake=runner.delivered if runner is not None else None,
     )
     run, created = await _DELIVERIES.run(work)

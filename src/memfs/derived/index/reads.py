@@ -51,6 +51,23 @@ _AGENT_HEAD = (
 )
 
 
+def agent_and_damage(
+    conn: sqlite3.Connection, agent_id: str
+) -> tuple[AgentRow | None, tuple[str, str] | None]:
+    """(the agent's row, its damage as (file, reason)) in one statement, without the
+    clock ``agent_head`` also reads (a retried delivery asks at each retry)."""
+    row = conn.execute(_AGENT_AND_DAMAGE, (agent_id,)).fetchone()
+    damage = (str(row[6]), str(row[7])) if row[6] is not None else None
+    return (AgentRow(*row[:6]) if row[0] is not None else None), damage
+
+
+_AGENT_AND_DAMAGE = (
+    "SELECT a.agent_id, a.name, a.store_id, a.created_at, a.revision, a.last_ts,"
+    " d.file, d.reason FROM (SELECT 1) one"
+    " LEFT JOIN agents a ON a.agent_id=?1 LEFT JOIN damage d ON d.agent_id=?1"
+)
+
+
 def agent_head(
     conn: sqlite3.Connection, agent_id: str
 ) -> tuple[AgentRow | None, tuple[str, str] | None, int]:
