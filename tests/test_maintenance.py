@@ -162,11 +162,17 @@ def test_reindex_writes_the_rows_the_live_commits_wrote(tmp_path: Path) -> None:
     many = [Put(f"/memories/many/n{i:02d}-\u00e9.md", f"n{i} \u2028 \"q\"".encode()) for i in range(25)]
     store.apply(agent, many, actor=ACTOR, message="twenty-five at once")
     store.apply(agent, [Delete(p.path) for p in many[:21]], actor=ACTOR, message="and gone")
+    # One-change commits have a statement of their own: escapes, a line separator and a
+    # metadata key named like the inline content's.
+    odd = '---\ndescription: "q \\" \u2028 \u00e9"\ncontent: kept\n---\nbody \u2028 "q" \\ \u00e9'
+    store.write(agent, "/memories/odd.md", odd.encode(), actor=ACTOR, message='one "odd"')
     tables = ("commits", "versions", "memories", "memory_meta", "blobs", "links", "agents")
     before = {t: table_rows(data, t) for t in tables}
     heads = [r for r in before["commits"] if r[6] > LOG_HEAD]
     assert len(heads) == 2 and all(len(json.loads(r[7])) == LOG_HEAD for r in heads)
-    assert all('"content"' not in r[7] + r[8] for r in before["commits"])
+    (one,) = [r for r in before["commits"] if r[5] == 'one "odd"']
+    assert one[6] == 1 and '"metadata":{"content":"kept"}' in one[8] and "body" not in one[8]
+    assert all('"content"' not in r[7] + r[8] for r in before["commits"] if r != one)
     store.close()
 
     remove_index(data)

@@ -11,6 +11,7 @@ person edited in the working tree is an uncommitted edit, reported and never tou
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import hashlib
 import json
@@ -28,7 +29,7 @@ from memfs.canonical.backend import LocalBackend, MissingObject
 from memfs.core.log_reading import corrupt, log_entries, read_log
 from memfs.core.store import CommitResult, Delete, Op, Put, Store
 from memfs.derived import index
-from memfs.derived.index.base import ReadSession
+from memfs.derived.index.base import ReadSession, WriteSession
 from memfs.derived.worktree import WorkTree
 from memfs.domain import content as contentlib
 from memfs.domain import paths
@@ -141,22 +142,30 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
                 continue
             agent_id = record["agentId"]
             seen.add(agent_id)
-            ix.savepoint("agent")
-            ix.drop_agent(agent_id, runs=False)
-            store.adopt_record(ix, record)
+            entries, blob = log_entries(store, agent_id), _blob_of(store, agent_id)
+            rebuild: _Rebuild | None = getattr(ix, "rebuild_agent", None)
             try:
-                result.commits += ix.bulk_load(
-                    agent_id, log_entries(store, agent_id), _blob_of(store, agent_id)
-                )
+                if rebuild is not None:  # nothing written before the log is checked
+                    result.commits += rebuild(
+                        agent_id, entries, blob, functools.partial(_clear, store, ix, record)
+                    )
+                else:  # an engine that writes as it reads: a savepoint undoes the agent
+                    ix.savepoint("agent")
+                    try:
+                        _clear(store, ix, record)
+                        result.commits += ix.bulk_load(agent_id, entries, blob)
+                    except CorruptionError:
+                        ix.rollback_to("agent")
+                        ix.release("agent")
+                        raise
+                    ix.release("agent")
             except CorruptionError as exc:
-                ix.rollback_to("agent")
                 file = _file_of(exc, layout.log_prefix(agent_id))
                 if ix.agent(agent_id) is None:
                     store.adopt_record(ix, record)
                 ix.mark_damaged(agent_id, file, exc.message)
                 result.damaged.append((agent_id, file, exc.message))
                 log.error("agent %r is damaged: %s: %s", agent_id, file, exc.message)
-            ix.release("agent")
             result.agents += 1
             now = time.monotonic()
             if progress is not None and now - last_note >= 5:
@@ -173,6 +182,20 @@ def reindex(store: Store, *, progress: Callable[[str], None] | None = None) -> R
 
     Runs(store).rescan()
     return result
+
+
+# ``base.Rebuild.rebuild_agent``, as reindex finds it on a write session.
+_Rebuild = Callable[
+    [str, Iterator[tuple[str, str, dict[str, Any]]], Callable[[str], bytes], Callable[[], None]],
+    int,
+]
+
+
+def _clear(store: Store, ix: WriteSession, record: dict[str, str]) -> None:
+    """An agent's old rows out (its runs stay: reindex rescans them apart), its
+    record in: the start of its rebuild."""
+    ix.drop_agent(record["agentId"], runs=False)
+    store.adopt_record(ix, record)
 
 
 def _agent_of_folder(folder: str) -> str | None:

@@ -207,6 +207,26 @@ class NextCommit(Protocol):
     ) -> int | None: ...
 
 
+class Rebuild(Protocol):
+    """What a write session MAY offer besides ``WriteSession`` (SQLite's does; reindex
+    asks with ``getattr``): an agent's rows rebuilt from its whole log with nothing
+    written until every entry and content has been read and checked, so a damaged log
+    leaves the agent's rows as they were without a savepoint around the rebuild.
+
+    ``rebuild_agent`` reads and checks ``entries`` (raising CorruptionError before any
+    write), then calls ``clear()`` (the agent's old rows out, its record in), then
+    writes the rows ``bulk_load`` would; it returns the number of commits. In SQLite a
+    savepoint made every page the rebuild touched go to a journal file as well."""
+
+    def rebuild_agent(
+        self,
+        agent: str,
+        entries: Iterable[tuple[str, str, dict[str, Any]]],
+        blob: Callable[[str], bytes],
+        clear: Callable[[], None],
+    ) -> int: ...
+
+
 class Index(Protocol):
     """A derived index: rebuildable from the log, answering in sessions."""
 

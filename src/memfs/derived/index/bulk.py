@@ -4,6 +4,7 @@ each commit in turn, built in Python and written in a few large batched statemen
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import operator
 import sqlite3
@@ -18,17 +19,40 @@ from memfs.domain.commits import LOG_HEAD, parse_ts
 from memfs.domain.content import Scalar, metadata_text
 from memfs.errors import CorruptionError
 
-# A commits row from the entry's text, bound once: SQLite takes the changes apart in one
-# pass (json_each), the count and the log summary (inline contents taken out) from the
-# same walk, and the first LOG_HEAD changes again only for a commit with more. The same
-# text as COMMIT_CHANGES_SQL (the live insert's), which parses the entry three times.
-_INSERT_COMMIT = (
-    "INSERT INTO commits SELECT ?1, ?2, ?3, ?4, ?5, ?6, n,"
-    f" CASE WHEN n <= {LOG_HEAD} THEN every ELSE (SELECT json_group_array("
-    "json_remove(value, '$.content')) FROM json_each(?7, '$.changes')"
-    f" WHERE key < {LOG_HEAD}) END, every FROM (SELECT COUNT(*) AS n,"
-    " json_group_array(json_remove(value, '$.content')) AS every FROM json_each(?7, '$.changes'))"
+# A commits row from the entry's text, bound once: SQLite takes the changes apart
+# (json_each), the count and the log summary (inline contents taken out), and the first
+# LOG_HEAD changes again only for a commit with more (?8 is the change count, known to
+# Python already). The same texts as rows.commit_changes (the live insert's). A
+# single-row VALUES, not INSERT … SELECT: SQLite gives a statement that may write many
+# rows a statement journal, and inside a savepoint, or once the full-text table is in
+# the transaction, each execution copied every page it touched into that journal's
+# temp file (17 against 9 µs a commit, docs/benchmarks.md). The summary is walked
+# twice for a short commit (head and all); that costs less.
+_CHANGES = (
+    "(SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?7, '$.changes'))"
 )
+_INSERT_COMMIT = (
+    "INSERT INTO commits VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?8,"
+    f" CASE WHEN ?8 <= {LOG_HEAD} THEN {_CHANGES} ELSE"
+    " (SELECT json_group_array(json_remove(value, '$.content')) FROM json_each(?7, '$.changes')"
+    f" WHERE key < {LOG_HEAD}) END, {_CHANGES})"
+)
+# A one-change commit's row (most are): both changes columns are the entry without
+# that change's inline content, its changes array taken out: one json_remove and one
+# json_extract instead of a json_each walk and a json_remove per change (8 against
+# 10 µs a commit, in CPU; about 17k user instructions more than main's INSERT … SELECT,
+# whose journal's system calls cost more than that).
+_ONE_CHANGE = "json_extract(json_remove(?7, '$.changes[0].content'), '$.changes')"
+_INSERT_ONE_CHANGE_COMMIT = (
+    f"INSERT INTO commits VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?8, {_ONE_CHANGE}, {_ONE_CHANGE})"
+)
+
+
+def _insert_commits(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """The commits rows in log order (rowids as the live inserts give them), each run
+    of one-change commits by its own statement."""
+    for one, run in itertools.groupby(rows, key=lambda row: row[7] == 1):
+        conn.executemany(_INSERT_ONE_CHANGE_COMMIT if one else _INSERT_COMMIT, run)
 
 
 def _meta_text(
@@ -56,14 +80,18 @@ def bulk_load(
     agent: str,
     entries: Iterable[tuple[str, str, dict[str, Any]]],
     blob: Callable[[str], bytes],
+    before_write: Callable[[], None] | None = None,
 ) -> int:
     """Index a whole log at once into an agent's empty rows; the same rows as applying
     each commit with ``apply_commit`` (visible at its timestamp), in a few batched
     statements instead of ten per commit. ``entries`` are (key, text, JSON document) of
     the log in order; ``blob(sha256)`` reads a content too large to be inline. Works on
     the documents rather than Commit objects (building those was half the cost).
-    Returns the number of commits; raises CorruptionError naming an unreadable entry."""
-    commit_rows: list[tuple[object, ...]] = []
+    Returns the number of commits; raises CorruptionError naming an unreadable entry,
+    and does so before it writes anything: every entry and content is read and checked
+    first, then ``before_write()`` (reindex's clearing of the agent's old rows) runs,
+    then the rows are written."""
+    commit_rows: list[tuple[Any, ...]] = []
     version_rows: list[list[object]] = []
     open_version: dict[str, int] = {}  # path → index of its newest row in version_rows
     live: dict[str, tuple[Any, ...]] = {}  # path → memories row (without its listing)
@@ -77,7 +105,8 @@ def bulk_load(
     for where, text, doc in entries:
         try:
             ts = parse_ts(doc["ts"])
-            for change in doc["changes"]:
+            changes = doc["changes"]
+            for change in changes:
                 path = change["path"]
                 after = change["after"]
                 version = int(change["version"])
@@ -139,13 +168,17 @@ def bulk_load(
                     blobs[after] = data
                 elif after not in blobs:
                     blobs[after] = blob(after)  # checked by the caller's reader
-            commit_rows.append((agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text))
+            commit_rows.append(
+                (agent, doc["revision"], ts, ts, doc["actor"], doc["message"], text, len(changes))
+            )
             revision, last_ts = max(revision, doc["revision"]), max(last_ts, ts)
             if doc.get("agentName") is not None:
                 name = doc["agentName"]
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptionError(f"log entry {where} is unreadable: {exc!r}") from None
-    conn.executemany(_INSERT_COMMIT, commit_rows)
+    if before_write is not None:
+        before_write()
+    _insert_commits(conn, commit_rows)
     # In primary-key order, the B-trees take rows as appends rather than scattered inserts.
     version_rows.sort(key=operator.itemgetter(1, 2))
     conn.executemany("INSERT INTO versions VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", version_rows)

@@ -341,6 +341,17 @@ class SqliteWrite(SqliteRead):
     ) -> int:
         return bulk.bulk_load(self.conn, agent, entries, blob)
 
+    def rebuild_agent(
+        self,
+        agent: str,
+        entries: Iterable[tuple[str, str, dict[str, Any]]],
+        blob: Callable[[str], bytes],
+        clear: Callable[[], None],
+    ) -> int:
+        """``base.Rebuild``: the whole log read and checked, then ``clear()``, then the
+        rows written; a CorruptionError comes before ``clear()``."""
+        return bulk.bulk_load(self.conn, agent, entries, blob, before_write=clear)
+
     def clear_damage(self, agent_id: str) -> None:
         return writes.clear_damage(self.conn, agent_id)
 
