@@ -12,7 +12,6 @@ the object again. A mismatch only means "read it again", never a wrong answer.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 
@@ -48,13 +47,3 @@ def of_file(path: str) -> Identity | None:
         return None
     return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
-
-def is_file(path: str) -> bool:
-    """Whether a plain file stands at ``path`` (``LocalBackend.exists`` of a key outside
-    the log): "not there" is False; any other error is raised."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-            raise
-        return False

@@ -125,17 +125,12 @@ def verified(agent_id: str, sha256: str, data: bytes, where: str) -> bytes:
 def require_agent(ix: ReadSession, agent_id: str) -> AgentRow:
     """The agent's row; NotFound if there is none, Damaged if it was found damaged."""
     row = ix.agent(agent_id)
-    return _sound(agent_id, row, ix.damage(agent_id) if row is not None else None)
+    return sound(agent_id, row, ix.damage(agent_id) if row is not None else None)
 
 
 def sound(agent_id: str, row: AgentRow | None, damage: tuple[str, str] | None) -> AgentRow:
-    """``row`` if the agent exists and is sound, as ``require_agent`` answers for the
-    row and damage a caller read itself."""
-    return _sound(agent_id, row, damage)
-
-
-def _sound(agent_id: str, row: AgentRow | None, damage: tuple[str, str] | None) -> AgentRow:
-    """``row`` if the agent exists and is sound (see ``require_agent``)."""
+    """``row`` if the agent exists and is sound (see ``require_agent``), for the row and
+    damage a caller read itself."""
     if row is None:
         raise NotFound(
             f"agent {agent_id!r} does not exist; create it with "
@@ -428,7 +423,7 @@ class Committer:
         # sha256) needs no snapshot of its own: a head gone stale meanwhile loses the
         # race for entry N + 1, and is planned again.
         head = ix.plan_head(agent_id, paths_read(req.ops))
-        row = _sound(agent_id, head.agent, head.damage)
+        row = sound(agent_id, head.agent, head.damage)
         content = functools.partial(store._read_blob, ix, agent_id)
         try:
             plan = plan_commit(

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from memfs.canonical import identity, layout
+from memfs.canonical.backend import is_file
 from memfs.config import Settings
 from memfs.core import commit
 from memfs.core.actions.memory import memory_content, memory_size_at_most
@@ -144,7 +145,7 @@ def _stands(store: Store, found: Target) -> bool:
     return (
         identity.of_file(files[0]) == proof[0]
         and identity.of_file(files[1]) == proof[1]
-        and not identity.is_file(files[2])
+        and not is_file(files[2])
     )
 
 
