@@ -1,5 +1,5 @@
-"""Slow clients and shutdown, with real servers: a header sent at 1 byte/s is cut off,
-SIGTERM answers 503 (retryable) while the listener is open, and a running command gets
+"""Slow clients and shutdown, with real servers: a header sent at 1 byte/s is cut off, a
+body that stops arriving is answered 400 (and nothing is stored), SIGTERM answers 503 (retryable) while the listener is open, and a running command gets
 SIGTERM (then SIGKILL) with its interrupted attempt not counted against maxAttempts.
 """
 
@@ -44,6 +44,33 @@ def test_a_header_sent_at_one_byte_a_second_is_cut_off(tmp_path: Path) -> None:
                     break
         assert closed, "the server held a connection whose headers never ended"
         assert sent < len(request)
+
+
+def test_a_body_that_stops_arriving_is_refused_and_stores_nothing(tmp_path: Path) -> None:
+    server = RealServer(tmp_path / "data", extra_args=("--body-timeout-seconds", "1"))
+    with server.start():
+        with server.client() as client:
+            assert client.put(f"/v1/agents/{quote(AGENT, safe='')}", json={}).status_code == 201
+        memory = f"/v1/agents/{quote(AGENT, safe='')}/memories/notes.md"
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers(server.admin_key).items())
+        request = (
+            f"PUT {memory} HTTP/1.1\r\nHost: 127.0.0.1\r\n{head}"
+            "Content-Type: text/markdown\r\nContent-Length: 100\r\n\r\n"
+        ).encode() + b"# only ten"  # 10 of the 100 bytes promised, then nothing
+        answer = b""
+        with socket.create_connection(("127.0.0.1", server.port), timeout=15) as sock:
+            sock.sendall(request)
+            while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+                chunk = sock.recv(4096)  # a server that waits for ever times out here
+                if not chunk:
+                    break
+                answer += chunk
+        status = answer.split(b"\r\n", 1)[0]
+        assert status.startswith(b"HTTP/1.1 400"), answer
+        assert b"did not arrive within 1 s" in answer
+        assert b"MEMFS_BODY_TIMEOUT_SECONDS" in answer
+        with server.client() as client:
+            assert client.get(memory).status_code == 404  # the part that came is not kept
 
 
 def test_sigterm_under_load_answers_503_until_the_listener_closes(tmp_path: Path) -> None:
